@@ -1,0 +1,3 @@
+from fabricase.cli import main
+
+main()

@@ -1,0 +1,31 @@
+"""Indexed, error-translating access to one host's captured items (HostCapture.item scans a list)."""
+
+from __future__ import annotations
+
+from fabricase.errors import CaptureError
+from fabricase.models import CaptureItem, HostCapture
+
+
+class HostItems:
+    """The items of one host by (source, snapshot), read as text the way HostCapture.text does."""
+
+    def __init__(self, hc: HostCapture) -> None:
+        self.hc = hc
+        self._by_key: dict[tuple[str, int], CaptureItem] = {}
+        for it in hc.items:
+            if it.kind != "stderr":
+                self._by_key.setdefault((it.source, it.snapshot), it)
+
+    def sources(self, prefix: str) -> list[str]:
+        """Sources under a path prefix, in any snapshot, sorted."""
+        return sorted({source for source, _ in self._by_key if source.startswith(prefix)})
+
+    def text(self, source: str, snapshot: int = 0) -> str | None:
+        """The item's text, or None when it was not captured (or a command failed with no output)."""
+        it = self._by_key.get((source, snapshot))
+        if it is None or (it.kind == "command" and it.rc not in (0, None) and it.bytes == 0):
+            return None
+        try:
+            return self.hc.read(it).decode("utf-8", errors="replace")
+        except (OSError, ValueError) as exc:
+            raise CaptureError(f"cannot read captured item {source}: {exc}", where=f"{self.hc.host}:{it.path}") from exc

@@ -1,0 +1,248 @@
+"""Build a deterministic evidence bundle from a capture directory.
+
+A bundle is a PAX tar inside gzip. The same capture and extras give the same bytes on any machine with
+the same zlib, whenever and wherever they are built: members are sorted, owners, modes and times are
+pinned, and the gzip header carries the capture's time, never the wall clock. MANIFEST.json comes
+first and lists every other member with its size and sha256; its own sha256 is the bundle id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import os
+import stat
+import tarfile
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from fabricase.errors import BundleError
+from fabricase.models import Bundle
+
+__all__ = [
+    "BUNDLE_FORMAT",
+    "BUNDLE_FORMAT_VERSION",
+    "CAPTURE_PREFIX",
+    "MANIFEST_NAME",
+    "build_bundle",
+    "capture_mtime",
+    "manifest_bytes",
+]
+
+BUNDLE_FORMAT = "fabricase-bundle"
+BUNDLE_FORMAT_VERSION = 1
+MANIFEST_NAME = "MANIFEST.json"
+CAPTURE_PREFIX = "capture/"
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+_CHUNK = 1 << 20
+_GZIP_MTIME_MAX = 2**32 - 1  # the gzip header stores mtime in 32 bits
+
+
+@dataclass(frozen=True)
+class _Member:
+    name: str  # name inside the archive
+    size: int
+    sha256: str
+    source: Path | None = None  # a file under the capture root
+    data: bytes | None = None  # an extra given in memory
+
+
+def build_bundle(capture_root: Path, out: Path, *, extra: dict[str, bytes], mtime: int) -> Bundle:
+    """Write the bundle for `capture_root` (plus top-level `extra` files) to `out`, atomically."""
+    capture_root, out = Path(capture_root), Path(out)
+    _check_mtime(mtime)
+    if not capture_root.is_dir():
+        raise BundleError("capture directory not found", where=str(capture_root))
+    if out.resolve().is_relative_to(capture_root.resolve()):
+        # the half-written archive would end up bundling itself
+        raise BundleError("the bundle cannot be written inside the capture directory", where=str(out))
+    members = sorted(_capture_members(capture_root) + _extra_members(extra), key=lambda m: m.name)
+    manifest = manifest_bytes(members, _capture_format_version(capture_root))
+    _write_atomically(out, lambda fh: _write_archive(fh, manifest, members, mtime))
+    return Bundle(
+        path=out,
+        bundle_id=hashlib.sha256(manifest).hexdigest(),
+        members=len(members),
+        size=out.stat().st_size,
+    )
+
+
+def manifest_bytes(members: list[Any], capture_format_version: int | None) -> bytes:
+    """The MANIFEST.json bytes for members (anything with name, size, sha256), sorted by name."""
+    listing = [{"path": m.name, "size": m.size, "sha256": m.sha256} for m in sorted(members, key=lambda m: m.name)]
+    doc = {
+        "format": BUNDLE_FORMAT,
+        "format_version": BUNDLE_FORMAT_VERSION,
+        "capture_format_version": capture_format_version,
+        "members": listing,
+    }
+    return (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode("utf-8")
+
+
+def capture_mtime(capture_root: Path) -> int:
+    """The capture's `created_at` (capture.json) as integer epoch seconds: the bundle's pinned mtime."""
+    doc = _capture_json(Path(capture_root))
+    created = doc.get("created_at") if doc else None
+    if not isinstance(created, str):
+        raise BundleError("capture.json has no created_at", where=str(Path(capture_root) / "capture.json"))
+    try:
+        moment = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise BundleError(f"created_at {created!r} is not ISO 8601", where=str(capture_root)) from exc
+    if moment.tzinfo is None:
+        raise BundleError(f"created_at {created!r} has no time zone", where=str(capture_root))
+    return int(moment.timestamp())
+
+
+def _check_mtime(mtime: int) -> None:
+    if isinstance(mtime, bool) or not isinstance(mtime, int) or not 0 <= mtime <= _GZIP_MTIME_MAX:
+        raise BundleError(f"mtime must be an integer epoch between 0 and {_GZIP_MTIME_MAX}, not {mtime!r}")
+
+
+def _capture_json(capture_root: Path) -> dict[str, Any] | None:
+    path = capture_root / "capture.json"
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"capture.json is unreadable: {exc}", where=str(path)) from exc
+    if not isinstance(doc, dict):
+        raise BundleError("capture.json is not a JSON object", where=str(path))
+    return doc
+
+
+def _capture_format_version(capture_root: Path) -> int | None:
+    doc = _capture_json(capture_root)
+    return None if doc is None else doc.get("format_version")
+
+
+def _capture_members(capture_root: Path) -> list[_Member]:
+    members = []
+    for dirpath, dirnames, filenames in os.walk(capture_root, onerror=_walk_error):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            try:
+                mode = path.lstat().st_mode
+            except OSError as exc:
+                raise BundleError(f"cannot read: {exc.strerror or exc}", where=str(path)) from exc
+            if stat.S_ISLNK(mode):
+                raise BundleError("symlinks are not bundled (copy the target in instead)", where=str(path))
+            if stat.S_ISDIR(mode):
+                continue
+            if not stat.S_ISREG(mode):
+                raise BundleError("not a regular file", where=str(path))
+            rel = path.relative_to(capture_root).as_posix()
+            size, digest = _hash_file(path)
+            members.append(_Member(name=CAPTURE_PREFIX + rel, size=size, sha256=digest, source=path))
+    return members
+
+
+def _walk_error(exc: OSError) -> None:
+    raise BundleError(f"cannot read: {exc.strerror or exc}", where=exc.filename) from exc
+
+
+def _extra_members(extra: dict[str, bytes]) -> list[_Member]:
+    members = []
+    for name, data in extra.items():
+        if not name or "/" in name or name in (".", "..", MANIFEST_NAME, CAPTURE_PREFIX.rstrip("/")):
+            raise BundleError("an extra member needs a plain file name", where=repr(name))
+        if not isinstance(data, bytes | bytearray):
+            raise BundleError(f"extra member data must be bytes, not {type(data).__name__}", where=name)
+        data = bytes(data)
+        members.append(_Member(name=name, size=len(data), sha256=hashlib.sha256(data).hexdigest(), data=data))
+    return members
+
+
+def _hash_file(path: Path) -> tuple[int, str]:
+    digest, size = hashlib.sha256(), 0
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        raise BundleError(f"cannot read: {exc.strerror or exc}", where=str(path)) from exc
+    return size, digest.hexdigest()
+
+
+def _tarinfo(name: str, size: int, mtime: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = mtime
+    info.mode = FILE_MODE
+    info.type = tarfile.REGTYPE
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _write_archive(fh: BinaryIO, manifest: bytes, members: list[_Member], mtime: int) -> None:
+    with (
+        gzip.GzipFile(fileobj=fh, mode="wb", mtime=mtime, filename="") as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        tar.addfile(_tarinfo(MANIFEST_NAME, len(manifest), mtime), io.BytesIO(manifest))
+        for m in members:
+            info = _tarinfo(m.name, m.size, mtime)
+            if m.data is not None:
+                tar.addfile(info, io.BytesIO(m.data))
+                continue
+            assert m.source is not None
+            try:
+                with m.source.open("rb") as src:
+                    reader = _HashingReader(src)
+                    tar.addfile(info, reader)
+            except OSError as exc:  # includes tarfile's "unexpected end of data" when a file shrank
+                raise BundleError(f"cannot bundle: {exc}", where=str(m.source)) from exc
+            if reader.hexdigest() != m.sha256 or reader.size != m.size:
+                raise BundleError("file changed while the bundle was written", where=str(m.source))
+
+
+class _HashingReader:
+    """Hashes what tarfile reads, so a file changing between the manifest and the archive is caught."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self._raw.read(n)
+        self._digest.update(chunk)
+        self.size += len(chunk)
+        return chunk
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def _write_atomically(out: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write through a temporary file beside `out`, then rename: readers never see half a bundle."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    except OSError as exc:
+        raise BundleError(f"cannot write: {exc.strerror or exc}", where=str(out)) from exc
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise BundleError(f"cannot write: {exc.strerror or exc}", where=str(out)) from exc
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()

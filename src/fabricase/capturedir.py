@@ -1,0 +1,237 @@
+"""Write and read capture directories (format 1, docs/capture-format.md).
+
+Everything after capture works on this directory alone: analysis, bundles, drafts and replays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from fabricase import __version__
+from fabricase.collectors.framing import StreamResult
+from fabricase.collectors.plan import CapturePlan
+from fabricase.errors import CaptureError, CorruptItemError, TargetError
+from fabricase.models import Capture, CaptureItem, HostCapture, HostStatus, SnapshotInfo
+
+__all__ = [
+    "FORMAT_VERSION",
+    "find_capture_root",
+    "host_capture_from_stream",
+    "load_capture",
+    "new_capture_dir",
+    "prepare_capture_dir",
+    "write_capture_meta",
+    "write_host",
+]
+
+FORMAT_VERSION = 1
+_FORMAT = "fabricase-capture"
+_SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _item_path(source: str, snapshot: int, kind: str) -> str | None:
+    """Where an item's bytes are stored inside the host folder; None for a source we refuse to store."""
+    if source.startswith("cmd:"):
+        name = source[4:]
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+            return None
+        return f"s{snapshot}/cmd/{name}" + (".stderr" if kind == "stderr" else "")
+    pure = PurePosixPath(source)
+    if not pure.is_absolute() or ".." in pure.parts or "\n" in source:
+        return None
+    return f"s{snapshot}/fs{source}"
+
+
+def _error_for(kind: str, rc: int | None, timeout_s: float | None, stderr: bytes) -> str | None:
+    if rc in (0, None):
+        return None
+    if kind == "file":
+        return "unreadable"
+    if rc in (124, 137) and timeout_s is not None:
+        return f"timed out after {timeout_s:g}s"
+    if rc == 127:
+        return "command not found"
+    first = stderr.decode("utf-8", "replace").strip().splitlines()
+    return f"exit {rc}" + (f": {first[0][:200]}" if first else "")
+
+
+def host_capture_from_stream(host: str, stream: StreamResult, plan: CapturePlan) -> tuple[HostCapture, dict]:
+    """Turn a parsed stream into a HostCapture plus the bytes of each item (keyed by item path)."""
+    stderr = {(i.source, i.snapshot): i.content for i in stream.items if i.kind == "stderr"}
+    items: list[CaptureItem] = []
+    blobs: dict[str, bytes] = {}
+    for fi in stream.items:
+        path = _item_path(fi.source, fi.snapshot, fi.kind)
+        if path is None or path in blobs:
+            continue  # refused or duplicate (two globs reaching one file): the first read wins
+        cmd = plan.command(fi.source[4:]) if fi.source.startswith("cmd:") else None
+        duration = None
+        if fi.t0 is not None and fi.t1 is not None:
+            duration = round(max(fi.t1 - fi.t0, 0.0) * 1000, 1)
+        error = None
+        if fi.kind != "stderr":
+            error = _error_for(fi.kind, fi.rc, cmd.timeout_s if cmd else None,
+                               stderr.get((fi.source, fi.snapshot), b""))
+        items.append(CaptureItem(
+            source=fi.source, snapshot=fi.snapshot, kind=fi.kind, collector=fi.collector, path=path,
+            bytes=len(fi.content), sha256=hashlib.sha256(fi.content).hexdigest(), rc=fi.rc,
+            duration_ms=duration, truncated=fi.truncated, error=error,
+            command=cmd.shell if cmd and fi.kind == "command" else None,
+        ))
+        blobs[path] = fi.content
+    snaps = [
+        SnapshotInfo(index=m.index, epoch=m.epoch_start, uptime_start=m.uptime_start, uptime_end=m.uptime_end)
+        for m in sorted(stream.snapshots.values(), key=lambda m: m.index)
+    ]
+    hc = HostCapture(host=host, status=HostStatus.OK, transport="", items=items, snapshots=snaps)
+    return hc, blobs
+
+
+def new_capture_dir(parent: Path, label: str) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label)[:40] or "capture"
+    path = parent / f"{stamp}-{safe}-{os.getpid()}"
+    return path
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def _prepare_dir(root: Path) -> None:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CaptureError(f"cannot create capture directory: {exc.strerror}", where=str(root)) from exc
+    if any(root.iterdir()):
+        # Never mix a new capture into an existing one or into an unrelated folder.
+        raise CaptureError("output directory is not empty", where=str(root))
+
+
+def write_capture_meta(root: Path, *, plan: CapturePlan, targets: dict, hosts: list[str],
+                       created_at: str) -> None:
+    _write_json(root / "capture.json", {
+        "format": _FORMAT,
+        "format_version": FORMAT_VERSION,
+        "created_at": created_at,
+        "tool_version": __version__,
+        "interval_s": plan.interval_s,
+        "collectors": plan.collector_versions,
+        "targets": targets,
+        "hosts": hosts,
+    })
+
+
+def host_dir_name(host: str) -> str:
+    if not _SAFE_HOST.match(host):
+        raise TargetError(f"host name {host!r} cannot name a folder")
+    return host
+
+
+def write_host(root: Path, hc: HostCapture, blobs: dict[str, bytes]) -> HostCapture:
+    hdir = root / "hosts" / host_dir_name(hc.host)
+    try:
+        hdir.mkdir(parents=True, exist_ok=True)
+        for rel, data in blobs.items():
+            dest = hdir / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+        _write_json(hdir / "index.json", {"items": [it.to_dict() for it in hc.items]})
+        _write_json(hdir / "host.json", {
+            "host": hc.host, "status": str(hc.status), "reason": hc.reason, "transport": hc.transport,
+            "started_at": hc.started_at, "finished_at": hc.finished_at,
+            "snapshots": [vars(s) for s in hc.snapshots],
+        })
+    except OSError as exc:
+        raise CaptureError(f"cannot write capture: {exc.strerror}", where=str(hdir)) from exc
+    hc.root = hdir
+    return hc
+
+
+def prepare_capture_dir(root: Path) -> Path:
+    _prepare_dir(root)
+    return root
+
+
+def find_capture_root(path: Path) -> Path:
+    """The capture directory at `path`, or inside an unpacked bundle (path/capture)."""
+    if not path.exists():
+        raise TargetError("no such directory", where=str(path))
+    if not path.is_dir():
+        raise TargetError("not a directory (give a capture directory or a bundle file)", where=str(path))
+    for candidate in (path, path / "capture"):
+        if (candidate / "capture.json").is_file():
+            return candidate
+    raise TargetError("not a capture directory (no capture.json)", where=str(path))
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise CaptureError("missing", where=str(path)) from exc
+    except (OSError, ValueError) as exc:
+        raise CaptureError(f"unreadable JSON ({exc})", where=str(path)) from exc
+
+
+def _load_host(root: Path, name: str, verify: bool) -> HostCapture:
+    hdir = root / "hosts" / host_dir_name(name)
+    meta = _load_json(hdir / "host.json")
+    index = _load_json(hdir / "index.json")
+    try:
+        items = [CaptureItem(**it) for it in index["items"]]
+        hc = HostCapture(
+            host=meta["host"], status=HostStatus(meta["status"]), transport=meta.get("transport", ""),
+            reason=meta.get("reason"), started_at=meta.get("started_at"), finished_at=meta.get("finished_at"),
+            items=items, snapshots=[SnapshotInfo(**s) for s in meta.get("snapshots", [])], root=hdir,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CaptureError(f"malformed host record ({exc})", where=str(hdir)) from exc
+    if verify:
+        for it in items:
+            _check_item(hdir, it)
+    return hc
+
+
+def _check_item(hdir: Path, it: CaptureItem) -> None:
+    where = f"{hdir}/{it.path}"
+    if _item_path(it.source, it.snapshot, it.kind) != it.path:
+        raise CorruptItemError("item path does not match its source", where=where)
+    try:
+        data = (hdir / it.path).read_bytes()
+    except OSError as exc:
+        raise CorruptItemError(f"item missing or unreadable ({exc.strerror})", where=where) from exc
+    if len(data) != it.bytes:
+        raise CorruptItemError(f"item is {len(data)} bytes, index says {it.bytes} (truncated?)", where=where)
+    if hashlib.sha256(data).hexdigest() != it.sha256:
+        raise CorruptItemError("item content does not match its sha256 (corrupt or edited)", where=where)
+
+
+def load_capture(path: Path, *, verify: bool = True) -> Capture:
+    """Load a capture directory (or an unpacked bundle), checking every item against its index."""
+    root = find_capture_root(path)
+    meta = _load_json(root / "capture.json")
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+        raise CaptureError("not a fabricase capture (format field)", where=str(root / "capture.json"))
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CaptureError(f"capture format {version} is not supported (this fabricase reads {FORMAT_VERSION})",
+                           where=str(root))
+    hosts = [_load_host(root, name, verify) for name in meta.get("hosts", [])]
+    return Capture(
+        root=root, format_version=version, created_at=meta.get("created_at", ""),
+        tool_version=meta.get("tool_version", ""), interval_s=float(meta.get("interval_s") or 0),
+        collectors=dict(meta.get("collectors", {})), targets=dict(meta.get("targets", {})), hosts=hosts,
+    )

@@ -1,0 +1,15 @@
+"""The command line: the only place that prints for humans and sets exit codes (see cli/app.py)."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+from fabricase.cli import capture_cmds, track_cmds  # noqa: F401  (each registers its commands on `cli`)
+from fabricase.cli.app import cli
+
+__all__ = ["cli", "main"]
+
+
+def main() -> NoReturn:
+    sys.exit(cli.main(prog_name="fabricase"))

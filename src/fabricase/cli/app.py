@@ -1,0 +1,140 @@
+"""The command group, its error handling and the options commands share.
+
+Exit codes: 0 success, 1 a fabricase error (one line on stderr), 2 a usage error, 3 a capture that
+completed with some hosts not captured, 130 interrupted. Tracebacks only with --debug or FABRICASE_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from fabricase import __version__
+from fabricase.cli.output import err_console
+from fabricase.config import Paths, resolve_paths
+from fabricase.errors import FabricaseError
+from fabricase.models import Capture
+
+EXIT_PARTIAL = 3
+
+
+class _Failure(click.ClickException):
+    """A one-line error and exit 1 (click's own UsageError keeps exit 2)."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"fabricase: error: {self.format_message()}", err=True)
+
+
+def _debug_on(ctx: click.Context | None) -> bool:
+    if os.environ.get("FABRICASE_DEBUG", "") not in ("", "0"):
+        return True
+    while ctx is not None:
+        if ctx.obj and ctx.obj.get("debug"):
+            return True
+        ctx = ctx.parent
+    return False
+
+
+class FabricaseGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FabricaseError as exc:
+            if _debug_on(ctx):
+                raise
+            raise _Failure(str(exc)) from exc
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("fabricase: interrupted", err=True)
+            ctx.exit(130)
+        except Exception as exc:  # a bug: say so in one line unless debugging
+            if _debug_on(ctx):
+                raise
+            raise _Failure(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
+                           "traceback)") from exc
+
+
+def paths() -> Paths:
+    """The data directories, created on first use (an unwritable FABRICASE_HOME fails here, in one line)."""
+    return resolve_paths().ensure()
+
+
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+
+
+def target_options(f):
+    f = click.option("--via", type=click.Choice(["local", "ssh", "slurm"]), default=None,
+                     help="How to reach the hosts (default: local for this machine).")(f)
+    f = click.option("--replay", metavar="DIR", default=None,
+                     help="Use a capture directory (or unpacked bundle) instead of live hosts.")(f)
+    f = click.option("--job", metavar="ID", default=None, help="The hosts of a Slurm job (later version).")(f)
+    f = click.option("--hosts", "hosts", metavar="NODESET", default=None,
+                     help="Hosts to capture, e.g. 'gpu[001-064]' or 'localhost'.")(f)
+    f = click.option("--interval", type=float, default=3.0, show_default=True,
+                     help="Seconds between the two counter snapshots.")(f)
+    f = click.option("--since", "since_h", type=float, default=24.0, show_default=True,
+                     help="How many hours of kernel log to keep.")(f)
+    f = click.option("--timeout", type=float, default=None,
+                     help="Per-host capture time limit in seconds (default: derived from the collectors).")(f)
+    f = click.option("--collector", "collectors", multiple=True,
+                     help="Run only this collector (repeatable).")(f)
+    return f
+
+
+def capture_from_targets(hosts, job, replay, via, interval, since_h, timeout, collectors, out_dir: Path | None,
+                          quiet: bool) -> Capture:
+    from fabricase.pipeline import CollectOptions, collect
+    from fabricase.targets import resolve_targets
+    from fabricase.transports.replay import load_replay
+
+    targets = resolve_targets(hosts, job, replay)
+    if targets.replay is not None:
+        return load_replay(targets.replay)
+    opts = CollectOptions(via=via, interval_s=interval, since_s=int(since_h * 3600), timeout_s=timeout,
+                          collectors=tuple(collectors))
+    if out_dir is None:
+        from fabricase.capturedir import new_capture_dir
+
+        out_dir = new_capture_dir(paths().captures, targets.nodeset or "capture")
+    with progress_bar(len(targets.hosts), quiet) as (progress, task):
+        def on_host(run):
+            progress.update(task, advance=1,
+                            description=f"capturing ({run.host}: {run.status})")
+
+        return collect(targets, opts, out_dir, on_host=on_host)
+
+
+class progress_bar:
+    """A progress bar on stderr for a fan-out; silent when quiet or not a terminal."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=err_console, transient=True,
+                                 disable=quiet or not err_console.is_terminal)
+        self.total = total
+
+    def __enter__(self):
+        self.progress.start()
+        task = self.progress.add_task("capturing", total=self.total)
+        return self.progress, task
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+
+@click.group(cls=FabricaseGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks (also FABRICASE_DEBUG=1).")
+@click.version_option(__version__, prog_name="fabricase")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Find the degraded link, NIC or NVLink in a GPU training fabric, bundle the evidence, and file and
+    track the provider ticket."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug

@@ -1,0 +1,172 @@
+"""Commands that capture, analyze, bundle, verify, draft and open."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fabricase.cli.app import EXIT_PARTIAL, capture_from_targets, cli, paths, target_options
+from fabricase.cli.output import emit_json, err_console, hosts_json, out_console, print_findings, print_hosts
+from fabricase.errors import VerifyError
+from fabricase.models import HostStatus, Severity
+
+_PROVIDERS = click.Choice(["static", "aws", "gcp", "azure"])
+_SEVERITIES = click.Choice([s.value for s in Severity])
+
+
+def _load(path: str):
+    from fabricase.pipeline import load_input
+
+    return load_input(Path(path))
+
+
+@cli.command()
+@target_options
+@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Capture directory to create (default: a new folder under the data directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+def collect(hosts, job, replay, via, interval, since_h, timeout, collectors, out_dir, as_json):
+    """Capture counters, logs and identity from the hosts into a capture directory (nothing else)."""
+    if replay:
+        raise click.UsageError("collect captures live hosts; --replay is for analyze, draft and open")
+    capture = capture_from_targets(hosts, job, replay, via, interval, since_h, timeout, collectors, out_dir,
+                                   quiet=as_json)
+    ok = sum(h.status == HostStatus.OK for h in capture.hosts)
+    if as_json:
+        emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture)})
+    else:
+        print_hosts(capture)
+    if ok == 0:
+        raise click.exceptions.Exit(1)
+    if ok < len(capture.hosts):
+        raise click.exceptions.Exit(EXIT_PARTIAL)
+
+
+@cli.command()
+@click.argument("source", metavar="DIR|BUNDLE")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
+def analyze(source, as_json):
+    """Analyze a capture directory or bundle offline and print the findings."""
+    from fabricase.pipeline import analyze_capture
+
+    capture = _load(source)
+    findings = analyze_capture(capture)
+    if as_json:
+        emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture),
+                   "findings": [f.to_dict() for f in findings]})
+    else:
+        print_hosts(capture)
+        print_findings(findings)
+
+
+@cli.command()
+@click.argument("source", metavar="DIR")
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True,
+              help="The bundle file to write (.tar.gz).")
+@click.option("--provider", type=_PROVIDERS, default="static", show_default=True,
+              help="Whose ticket template goes into the bundle.")
+@click.option("--symptom", default="(not given)", help="What the workload saw.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+def bundle(source, out, provider, symptom, as_json):
+    """Build a deterministic evidence bundle from a capture directory."""
+    from fabricase.pipeline import analyze_capture, build_bundle_for, make_draft, worst_severity
+
+    capture = _load(source)
+    findings = analyze_capture(capture)
+    draft = make_draft(capture, findings, provider=provider, symptom=symptom,
+                       severity=worst_severity(findings), placements=[], bundle_id=None, escalation_id=None)
+    b = build_bundle_for(capture, findings, draft, out)
+    if as_json:
+        emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size})
+    else:
+        out_console.print(f"Bundle {b.path}\n  id {b.bundle_id}\n  {b.members} members, {b.size} bytes")
+
+
+@cli.command()
+@click.argument("bundle_path", metavar="BUNDLE", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
+def verify(bundle_path, as_json):
+    """Check a bundle's integrity: every member against MANIFEST.json (missing, extra, changed)."""
+    from fabricase.bundler.verify import verify_bundle
+
+    report = verify_bundle(bundle_path)
+    if as_json:
+        emit_json({"bundle": str(bundle_path), "ok": report.ok, "bundle_id": report.bundle_id,
+                   "members": report.members, "problems": report.problems})
+        if not report.ok:
+            raise click.exceptions.Exit(1)
+        return
+    if report.ok:
+        out_console.print(f"OK {bundle_path}: {report.members} members, bundle id {report.bundle_id}")
+        return
+    for problem in report.problems:
+        err_console.print(f"{bundle_path}: {problem}", highlight=False)
+    raise VerifyError(f"{len(report.problems)} problem(s): {report.problems[0]}", where=str(bundle_path),
+                      problems=report.problems)
+
+
+@cli.command()
+@click.argument("source", metavar="DIR|BUNDLE")
+@click.option("--provider", type=_PROVIDERS, default="static", show_default=True, help="Ticket template.")
+@click.option("--symptom", default="(not given)", help="What the workload saw.")
+@click.option("--severity", type=_SEVERITIES, default=None, help="Override the severity.")
+@click.option("--json", "as_json", is_flag=True, help="Print the draft as JSON.")
+def draft(source, provider, symptom, severity, as_json):
+    """Render the provider ticket for a capture or bundle without filing anything."""
+    from fabricase.pipeline import analyze_capture, make_draft, worst_severity
+
+    capture = _load(source)
+    findings = analyze_capture(capture)
+    d = make_draft(capture, findings, provider=provider, symptom=symptom,
+                   severity=Severity(severity) if severity else worst_severity(findings), placements=[],
+                   bundle_id=None, escalation_id=None)
+    if as_json:
+        emit_json({"provider": d.provider, "title": d.title, "body": d.body, "severity": str(d.severity),
+                   "hosts": d.hosts, "components": d.components})
+    else:
+        click.echo(d.title + "\n\n" + d.body)
+
+
+@cli.command(name="open")
+@target_options
+@click.option("--symptom", required=True, help="What the workload saw, e.g. 'allreduce busbw fell 40%'.")
+@click.option("--provider", type=_PROVIDERS, default="static", show_default=True,
+              help="Where to file (static: a local outbox).")
+@click.option("--severity", type=_SEVERITIES, default=None, help="Override the severity from the findings.")
+@click.option("--dry-run", is_flag=True, help="Capture, analyze, bundle and draft; file and track nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+def open_(hosts, job, replay, via, interval, since_h, timeout, collectors, symptom, provider, severity, dry_run,
+          as_json):
+    """Capture, analyze, bundle, draft, file and track one escalation."""
+    from fabricase.pipeline import open_escalation
+
+    capture = capture_from_targets(hosts, job, replay, via, interval, since_h, timeout, collectors, None,
+                                   quiet=as_json)
+    if not any(h.status == HostStatus.OK for h in capture.hosts) and not as_json:
+        err_console.print("warning: no host was captured; the ticket will say so", style="yellow")
+    result = open_escalation(capture, paths(), provider_name=provider, symptom=symptom,
+                             severity=Severity(severity) if severity else None, dry_run=dry_run)
+    esc = result.escalation
+    if as_json:
+        emit_json({
+            "escalation_id": esc.id if esc else None,
+            "state": str(esc.state) if esc else "dry-run",
+            "provider": provider,
+            "provider_case_id": esc.provider_case_id if esc else None,
+            "bundle_path": str(result.bundle.path),
+            "bundle_id": result.bundle.bundle_id,
+            "ticket_path": str(result.ticket_path),
+            "capture_dir": str(result.capture.root),
+            "hosts": hosts_json(result.capture),
+            "findings": [f.to_dict() for f in result.findings],
+        })
+        return
+    print_hosts(result.capture)
+    print_findings(result.findings)
+    out_console.print(f"Bundle      {result.bundle.path}\n  id        {result.bundle.bundle_id}")
+    out_console.print(f"Ticket      {result.ticket_path}")
+    if esc:
+        out_console.print(f"Escalation  {esc.id} ({esc.state}, {provider} case {esc.provider_case_id})")
+    else:
+        out_console.print("Dry run: nothing filed or tracked.")

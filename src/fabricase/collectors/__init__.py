@@ -1,0 +1,26 @@
+"""Collectors, by name. An explicit registry: adding a collector means adding a line here."""
+
+from __future__ import annotations
+
+from fabricase.collectors.base import Collector, CommandSpec, FileSpec
+from fabricase.collectors.identity import IdentityCollector
+from fabricase.collectors.kernel_log import KernelLogCollector
+from fabricase.collectors.netdev import NetdevCollector
+from fabricase.collectors.netstat import NetstatCollector
+from fabricase.errors import TargetError
+
+__all__ = ["COLLECTORS", "Collector", "CommandSpec", "FileSpec", "select_collectors"]
+
+COLLECTORS: dict[str, type[Collector]] = {
+    c.name: c for c in (IdentityCollector, NetdevCollector, NetstatCollector, KernelLogCollector)
+}
+
+
+def select_collectors(names: list[str] | None = None) -> list[type[Collector]]:
+    """The collectors to run, in registry order; an unknown name lists the valid ones."""
+    if not names:
+        return list(COLLECTORS.values())
+    unknown = [n for n in names if n not in COLLECTORS]
+    if unknown:
+        raise TargetError(f"unknown collector {unknown[0]!r}; valid: {', '.join(COLLECTORS)}")
+    return [c for n, c in COLLECTORS.items() if n in names]

@@ -1,0 +1,63 @@
+"""Where fabricase keeps its data and configuration.
+
+FABRICASE_HOME, when set, holds everything (tracker database, captures, bundles, outbox, config).
+Otherwise the XDG base directories are used: $XDG_DATA_HOME/fabricase and $XDG_CONFIG_HOME/fabricase.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fabricase.errors import ConfigError
+
+__all__ = ["Paths", "resolve_paths"]
+
+
+@dataclass(frozen=True)
+class Paths:
+    data: Path
+    config: Path
+
+    @property
+    def database(self) -> Path:
+        return self.data / "tracker.db"
+
+    @property
+    def database_url(self) -> str:
+        return os.environ.get("FABRICASE_DB") or f"sqlite:///{self.database}"
+
+    @property
+    def captures(self) -> Path:
+        return self.data / "captures"
+
+    @property
+    def bundles(self) -> Path:
+        return self.data / "bundles"
+
+    @property
+    def outbox(self) -> Path:
+        return self.data / "outbox"
+
+    def ensure(self) -> Paths:
+        """Create the data directories, or fail with one line naming the directory."""
+        for d in (self.data, self.captures, self.bundles, self.outbox):
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create data directory: {exc.strerror}", where=str(d)) from exc
+        if not os.access(self.data, os.W_OK | os.X_OK):
+            raise ConfigError("data directory is not writable", where=str(self.data))
+        return self
+
+
+def resolve_paths(env: dict[str, str] | None = None) -> Paths:
+    env = dict(os.environ) if env is None else env
+    home = env.get("FABRICASE_HOME")
+    if home:
+        root = Path(home).expanduser()
+        return Paths(data=root, config=root)
+    xdg_data = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    xdg_config = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return Paths(data=xdg_data / "fabricase", config=xdg_config / "fabricase")

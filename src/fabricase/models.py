@@ -1,0 +1,298 @@
+"""Typed records passed between the stages. Plain dataclasses: no I/O here except HostCapture.read,
+which reads one stored item from the capture directory it was loaded from."""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Bundle",
+    "Capture",
+    "CaptureItem",
+    "Escalation",
+    "EscalationEvent",
+    "EscalationState",
+    "Evidence",
+    "Finding",
+    "Host",
+    "HostCapture",
+    "HostStatus",
+    "MetricSample",
+    "Placement",
+    "Severity",
+    "SnapshotInfo",
+    "TicketDraft",
+]
+
+
+class HostStatus(enum.StrEnum):
+    OK = "ok"
+    PARTIAL = "partial"  # the stream was cut off: what came back is kept
+    TIMED_OUT = "timed-out"
+    UNREACHABLE = "unreachable"
+    AUTH_FAILED = "auth-failed"
+    FAILED = "failed"  # the capture script could not run or its output was unreadable
+
+
+class Severity(enum.StrEnum):
+    CRITICAL = "critical"
+    MAJOR = "major"
+    MINOR = "minor"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return ["critical", "major", "minor", "info"].index(self.value)
+
+
+class EscalationState(enum.StrEnum):
+    DRAFT = "draft"
+    FILED = "filed"
+    WAITING_PROVIDER = "waiting-provider"
+    WAITING_US = "waiting-us"
+    RESOLVED = "resolved"
+    CLOSED = "closed"
+
+    @property
+    def is_open(self) -> bool:
+        return self not in (EscalationState.RESOLVED, EscalationState.CLOSED)
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str | None = None
+
+
+@dataclass
+class CaptureItem:
+    """One file read or one command run on one host in one snapshot.
+
+    source: the absolute path read (`/sys/class/net/eth0/statistics/rx_errors`) or `cmd:<name>`;
+    a command's stderr is a separate item with source `cmd:<name>` and kind `stderr`.
+    path: where the bytes are stored, relative to the host's folder in the capture directory.
+    """
+
+    source: str
+    snapshot: int
+    kind: str  # "file" | "command" | "stderr"
+    collector: str
+    path: str
+    bytes: int
+    sha256: str
+    rc: int | None = None
+    duration_ms: float | None = None
+    truncated: bool = False
+    error: str | None = None
+    command: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SnapshotInfo:
+    index: int
+    epoch: float | None  # host wall clock at snapshot start
+    uptime_start: float | None  # host /proc/uptime at start and end: the monotonic interval between snapshots
+    uptime_end: float | None
+
+
+@dataclass
+class HostCapture:
+    host: str
+    status: HostStatus
+    transport: str
+    reason: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    items: list[CaptureItem] = field(default_factory=list)
+    snapshots: list[SnapshotInfo] = field(default_factory=list)
+    root: Path | None = None  # the host's folder in the capture directory
+
+    def item(self, source: str, snapshot: int = 0, kind: str | None = None) -> CaptureItem | None:
+        for it in self.items:
+            if it.source == source and it.snapshot == snapshot and (kind is None or it.kind == kind):
+                return it
+        return None
+
+    def matching(self, pattern: str, snapshot: int = 0) -> list[CaptureItem]:
+        """Items whose source matches a shell-style pattern, in source order."""
+        found = [
+            it
+            for it in self.items
+            if it.snapshot == snapshot and it.kind != "stderr" and fnmatch.fnmatchcase(it.source, pattern)
+        ]
+        return sorted(found, key=lambda it: it.source)
+
+    def read(self, item: CaptureItem) -> bytes:
+        if self.root is None:
+            raise ValueError(f"host {self.host}: capture has no directory to read {item.source} from")
+        return (self.root / item.path).read_bytes()
+
+    def text(self, source: str, snapshot: int = 0) -> str | None:
+        """The item's content as text (undecodable bytes replaced), or None when it was not captured."""
+        it = self.item(source, snapshot)
+        if it is None or (it.kind == "command" and it.rc not in (0, None) and it.bytes == 0):
+            return None
+        return self.read(it).decode("utf-8", errors="replace")
+
+    @property
+    def interval_s(self) -> float | None:
+        """Seconds between the starts of snapshot 0 and 1, on the host's monotonic clock."""
+        by_index = {s.index: s for s in self.snapshots}
+        s0, s1 = by_index.get(0), by_index.get(1)
+        if not s0 or not s1:
+            return None
+        if s0.uptime_start is not None and s1.uptime_start is not None:
+            return max(s1.uptime_start - s0.uptime_start, 0.0) or None
+        if s0.epoch is not None and s1.epoch is not None:
+            return max(s1.epoch - s0.epoch, 0.0) or None
+        return None
+
+
+@dataclass
+class Capture:
+    root: Path
+    format_version: int
+    created_at: str
+    tool_version: str
+    interval_s: float
+    collectors: dict[str, int]  # name -> collector version
+    targets: dict[str, Any]
+    hosts: list[HostCapture]
+
+    def host(self, name: str) -> HostCapture | None:
+        return next((h for h in self.hosts if h.host == name), None)
+
+
+@dataclass
+class Placement:
+    """Where a host sits in the provider's world. Vendor raw fields go in extra."""
+
+    host: str
+    provider: str
+    instance_id: str | None = None
+    instance_type: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    placement_group: str | None = None
+    topology: list[str] = field(default_factory=list)  # outermost first: network nodes, block/sub-block, rack
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MetricSample:
+    host: str
+    component: str  # `netdev:eth2`, `rdma:mlx5_3/1`, ...
+    metric: str  # normalized name, e.g. `rx_errors`
+    value: float | None  # None = not exposed, never 0
+    unit: str
+    source: str | None = None  # capture item source
+    delta: float | None = None  # increase over the interval (counters only)
+    rate: float | None = None  # per second over the interval
+    note: str | None = None  # e.g. "counter reset"
+
+
+@dataclass
+class Evidence:
+    metric: str
+    value: float | str | None
+    unit: str
+    baseline: float | str | None = None
+    source: str | None = None  # capture item source (and snapshot) behind the value
+    snapshot: int | None = None
+
+
+@dataclass
+class Finding:
+    kind: str
+    severity: Severity
+    host: str | None  # None for a shared component (switch, network node, block)
+    component: str
+    summary: str
+    evidence: list[Evidence] = field(default_factory=list)
+    confidence: float | None = None
+    q_value: float | None = None
+    related: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["severity"] = str(self.severity)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        return cls(
+            kind=d["kind"],
+            severity=Severity(d["severity"]),
+            host=d.get("host"),
+            component=d["component"],
+            summary=d["summary"],
+            evidence=[Evidence(**e) for e in d.get("evidence", [])],
+            confidence=d.get("confidence"),
+            q_value=d.get("q_value"),
+            related=list(d.get("related", [])),
+        )
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.severity.rank, self.host or "", self.component, self.kind)
+
+
+@dataclass
+class Bundle:
+    path: Path
+    bundle_id: str  # sha256 of MANIFEST.json
+    members: int
+    size: int
+
+
+@dataclass
+class TicketDraft:
+    provider: str
+    title: str
+    body: str
+    severity: Severity
+    hosts: list[str]
+    components: list[str]
+    bundle_id: str | None = None
+    summary: str | None = None  # the Markdown summary attachment
+
+
+@dataclass
+class EscalationEvent:
+    at: str
+    kind: str  # "created", "filed", "state", "comment", "attach", "sync", ...
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Escalation:
+    id: str
+    provider: str
+    state: EscalationState
+    title: str
+    symptom: str
+    severity: Severity
+    created_at: str
+    updated_at: str
+    provider_case_id: str | None = None
+    raw_status: str | None = None
+    hosts: list[str] = field(default_factory=list)
+    components: list[str] = field(default_factory=list)
+    bundle_id: str | None = None
+    bundle_path: str | None = None
+    ticket_path: str | None = None
+    events: list[EscalationEvent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["state"] = str(self.state)
+        d["severity"] = str(self.severity)
+        return d

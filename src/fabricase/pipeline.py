@@ -1,0 +1,246 @@
+"""The flow, one direction: targets -> transport -> capture -> parse/analyze -> locate -> bundle -> render
+-> file -> track. The CLI calls these; they never print. Progress goes through callbacks."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fabricase.capturedir import (
+    host_capture_from_stream,
+    load_capture,
+    prepare_capture_dir,
+    utc_now,
+    write_capture_meta,
+    write_host,
+)
+from fabricase.collectors import select_collectors
+from fabricase.collectors.framing import parse_stream
+from fabricase.collectors.plan import CapturePlan, compile_script
+from fabricase.config import Paths
+from fabricase.errors import TargetError
+from fabricase.models import (
+    Bundle,
+    Capture,
+    Escalation,
+    Finding,
+    HostStatus,
+    Placement,
+    Severity,
+    TicketDraft,
+)
+from fabricase.targets import Targets
+from fabricase.transports import HostRun, get_transport, is_local_name
+
+__all__ = [
+    "CollectOptions",
+    "OpenResult",
+    "analyze_capture",
+    "build_bundle_for",
+    "collect",
+    "default_via",
+    "host_summaries",
+    "load_input",
+    "make_draft",
+    "open_escalation",
+]
+
+
+@dataclass(frozen=True)
+class CollectOptions:
+    via: str | None = None  # None: local for this machine's names
+    interval_s: float = 3.0
+    since_s: int = 24 * 3600
+    timeout_s: float | None = None  # per host; None: derived from the plan
+    collectors: tuple[str, ...] = ()
+    root: str = ""  # read host files under this folder (tests, golden host trees)
+
+
+def default_via(hosts: tuple[str, ...] | list[str]) -> str:
+    return "local" if all(is_local_name(h) for h in hosts) else "ssh"
+
+
+def _plan(opts: CollectOptions) -> CapturePlan:
+    if opts.interval_s < 0:
+        raise TargetError("interval must be zero or more seconds", where="--interval")
+    return CapturePlan(collectors=tuple(select_collectors(list(opts.collectors))), interval_s=opts.interval_s,
+                       since_s=opts.since_s, root=opts.root)
+
+
+def _host_budget(plan: CapturePlan) -> float:
+    """Generous wall-clock limit for one host: the interval plus every command's own timeout."""
+    commands = sum(c.timeout_s + 2 for col in plan.collectors for c in col.commands)
+    return plan.interval_s + commands + 30
+
+
+def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str) -> None:
+    stream = parse_stream(run.stdout)
+    hc, blobs = host_capture_from_stream(run.host, stream, plan)
+    hc.transport, hc.started_at, hc.finished_at = transport, run.started_at, run.finished_at
+    hc.status, hc.reason = run.status, run.reason
+    if run.status == HostStatus.OK and stream.error:
+        # The script ran but what came back is incomplete or garbled: keep what parsed, say why.
+        hc.status = HostStatus.PARTIAL if stream.items else HostStatus.FAILED
+        hc.reason = f"capture stream: {stream.error}"
+    elif run.status != HostStatus.OK and stream.items:
+        hc.reason = f"{run.reason}; {len(stream.items)} items kept"
+    write_host(root, hc, blobs)
+
+
+def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
+            on_host: Callable[[HostRun], None] | None = None) -> Capture:
+    """Capture every target host into a new capture directory and load it back (verified)."""
+    plan = _plan(opts)
+    via = opts.via or default_via(targets.hosts)
+    transport = get_transport(via)
+    root = prepare_capture_dir(out_dir)
+    created = utc_now()
+    write_capture_meta(root, plan=plan, targets={**targets.describe(), "via": via},
+                       hosts=list(targets.hosts), created_at=created)
+    script = compile_script(plan)
+    timeout = opts.timeout_s or _host_budget(plan)
+
+    def done(run: HostRun) -> None:
+        _record_run(root, run, plan, via)
+        if on_host:
+            on_host(run)
+
+    runs = transport.run(list(targets.hosts), script, timeout_s=timeout, on_done=done)
+    for host in targets.hosts[len(runs):]:  # interrupted: the rest are recorded as never reached
+        done(HostRun(host, HostStatus.FAILED, reason="not captured: interrupted"))
+    return load_capture(root)
+
+
+_TEMP_DIRS: list[str] = []
+
+
+def _cleanup_temp() -> None:
+    for d in _TEMP_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+atexit.register(_cleanup_temp)
+
+
+def load_input(path: Path) -> Capture:
+    """A capture directory, an unpacked bundle, or a bundle file (verified, then extracted to a temp dir)."""
+    if path.is_file():
+        from fabricase.bundler.verify import extract_bundle
+
+        tmp = tempfile.mkdtemp(prefix="fabricase-bundle-")
+        _TEMP_DIRS.append(tmp)
+        dest = extract_bundle(path, Path(tmp))
+        return load_capture(dest)
+    return load_capture(path)
+
+
+def analyze_capture(capture: Capture) -> list[Finding]:
+    from fabricase.analysis import analyze
+
+    return analyze(capture)
+
+
+def host_summaries(capture: Capture) -> list[dict]:
+    from fabricase.parsers.identity import host_identity
+
+    out = []
+    for hc in capture.hosts:
+        identity = host_identity(hc) if hc.items else {}
+        out.append({"host": hc.host, "status": str(hc.status), "reason": hc.reason, "identity": identity})
+    return out
+
+
+def worst_severity(findings: list[Finding]) -> Severity:
+    ranked = sorted((f.severity for f in findings), key=lambda s: s.rank)
+    return ranked[0] if ranked else Severity.MINOR
+
+
+def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symptom: str,
+               severity: Severity, placements: list[Placement], bundle_id: str | None,
+               escalation_id: str | None) -> TicketDraft:
+    from fabricase.templates import render_draft
+
+    return render_draft(provider=provider, symptom=symptom, severity=severity, findings=findings,
+                        hosts=host_summaries(capture), placements=placements, bundle_id=bundle_id,
+                        capture_created_at=capture.created_at, escalation_id=escalation_id)
+
+
+def _epoch(created_at: str) -> int:
+    try:
+        return int(datetime.strptime(created_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        return 0
+
+
+def findings_json(findings: list[Finding]) -> str:
+    return json.dumps([f.to_dict() for f in findings], indent=2, sort_keys=True) + "\n"
+
+
+def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDraft, out: Path) -> Bundle:
+    """The evidence bundle: the capture directory, findings, the ticket draft and the summary."""
+    from fabricase.bundler.archive import build_bundle
+
+    extra = {
+        "findings.json": findings_json(findings).encode(),
+        "ticket.md": (draft.title + "\n\n" + draft.body).encode(),
+        "summary.md": (draft.summary or "").encode(),
+    }
+    return build_bundle(capture.root, out, extra=extra, mtime=_epoch(capture.created_at))
+
+
+@dataclass
+class OpenResult:
+    capture: Capture
+    findings: list[Finding]
+    bundle: Bundle
+    draft: TicketDraft
+    escalation: Escalation | None  # None on --dry-run
+    ticket_path: Path
+    filed_at: str | None = None
+    placements: list[Placement] = field(default_factory=list)
+
+
+def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, symptom: str,
+                    severity: Severity | None, dry_run: bool = False) -> OpenResult:
+    """Analyze, locate, bundle, render, file and track one escalation for an existing capture."""
+    from fabricase.providers import get_provider
+    from fabricase.tracker.store import Tracker
+
+    findings = analyze_capture(capture)
+    severity = severity or worst_severity(findings)
+    provider = get_provider(provider_name, paths)
+    placements = provider.locate(host_summaries(capture))
+    draft_kw = dict(provider=provider_name, symptom=symptom, severity=severity, placements=placements)
+
+    if dry_run:
+        inner = make_draft(capture, findings, bundle_id=None, escalation_id=None, **draft_kw)
+        bundle_path = paths.bundles / f"dry-run-{capture.root.name}.tar.gz"
+        bundle = build_bundle_for(capture, findings, inner, bundle_path)
+        draft = make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=None, **draft_kw)
+        ticket = bundle_path.with_suffix("").with_suffix(".ticket.md")
+        ticket.write_text(draft.title + "\n\n" + draft.body)
+        return OpenResult(capture, findings, bundle, draft, None, ticket, placements=placements)
+
+    tracker = Tracker.open(paths)
+    hosts = [h.host for h in capture.hosts]
+    components = sorted({(f.host, f.component) for f in findings}, key=lambda hc: (hc[0] or "", hc[1]))
+    esc = tracker.create(provider=provider_name, title=symptom[:120], symptom=symptom, severity=severity,
+                         hosts=hosts, components=components)
+    inner = make_draft(capture, findings, bundle_id=None, escalation_id=esc.id, **draft_kw)
+    bundle = build_bundle_for(capture, findings, inner, paths.bundles / f"{esc.id}-{capture.root.name}.tar.gz")
+    tracker.add_event(esc.id, "bundle", f"bundle {bundle.bundle_id[:16]} built", {"path": str(bundle.path)})
+    draft = make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=esc.id, **draft_kw)
+    result = provider.file_case(escalation_id=esc.id, draft=draft, bundle_path=bundle.path)
+    location = Path(result.location)
+    ticket = location / "ticket.md" if (location / "ticket.md").is_file() else location
+    esc = tracker.mark_filed(esc.id, provider_case_id=result.case_id, raw_status=result.raw_status,
+                             state=result.state, ticket_path=str(ticket), bundle_id=bundle.bundle_id,
+                             bundle_path=str(bundle.path))
+    return OpenResult(capture, findings, bundle, draft, esc, ticket, filed_at=result.location,
+                      placements=placements)

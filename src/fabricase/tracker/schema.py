@@ -1,0 +1,142 @@
+"""The tracker's tables and their versioned migrations (SQLAlchemy Core, portable to SQLite and PostgreSQL).
+
+A migration is a function of one Connection, run inside the opening transaction and recorded in
+`schema_version`. Migrations only ever add: never drop a table or a column that holds escalations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from fabricase.errors import TrackerError
+
+__all__ = [
+    "MIGRATIONS",
+    "components",
+    "current_version",
+    "escalations",
+    "events",
+    "hosts",
+    "metadata",
+    "migrate",
+    "schema_version",
+]
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "schema_version",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("applied_at", sa.Text, nullable=False),
+)
+
+
+def _define_v1(md: sa.MetaData) -> list[sa.Table]:
+    """The version 1 tables, bound to `md`."""
+    escalations = sa.Table(
+        "escalations",
+        md,
+        sa.Column("id", sa.Text, primary_key=True),
+        sa.Column("seq", sa.Integer, nullable=False, unique=True),
+        sa.Column("provider", sa.Text, nullable=False),
+        sa.Column("state", sa.Text, nullable=False),
+        sa.Column("raw_status", sa.Text),
+        sa.Column("title", sa.Text, nullable=False),
+        sa.Column("symptom", sa.Text, nullable=False),
+        sa.Column("severity", sa.Text, nullable=False),
+        sa.Column("provider_case_id", sa.Text),
+        sa.Column("bundle_id", sa.Text),
+        sa.Column("bundle_path", sa.Text),
+        sa.Column("ticket_path", sa.Text),
+        sa.Column("created_at", sa.Text, nullable=False),
+        sa.Column("updated_at", sa.Text, nullable=False),
+        sa.Index("ix_escalations_state", "state"),
+        sa.Index("ix_escalations_provider", "provider"),
+    )
+    hosts = sa.Table(
+        "escalation_hosts",
+        md,
+        sa.Column("escalation_id", sa.Text, sa.ForeignKey("escalations.id"), primary_key=True),
+        sa.Column("host", sa.Text, primary_key=True),
+        sa.Column("instance_id", sa.Text),
+        sa.Index("ix_escalation_hosts_host", "host"),
+    )
+    components = sa.Table(
+        "escalation_components",
+        md,
+        sa.Column("escalation_id", sa.Text, sa.ForeignKey("escalations.id"), nullable=False),
+        sa.Column("host", sa.Text),  # null for a shared component (switch, network node, block)
+        sa.Column("component", sa.Text, nullable=False),
+        sa.Index("ix_escalation_components_escalation", "escalation_id"),
+    )
+    events = sa.Table(
+        "events",
+        md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("escalation_id", sa.Text, sa.ForeignKey("escalations.id"), nullable=False),
+        sa.Column("at", sa.Text, nullable=False),
+        sa.Column("kind", sa.Text, nullable=False),
+        sa.Column("detail", sa.Text, nullable=False),
+        sa.Column("data", sa.Text),  # JSON text: portable, and readable with plain sqlite3
+        sa.Index("ix_events_escalation", "escalation_id"),
+    )
+    return [escalations, hosts, components, events]
+
+
+# The tables the store queries. They equal version 1 today; when a migration changes a table, write the
+# new shape here and keep _define_v1 frozen, so that migration 1 still creates what version 1 had.
+escalations, hosts, components, events = _define_v1(metadata)
+
+
+def _v1_initial(conn: sa.Connection) -> None:
+    md = sa.MetaData()
+    for table in _define_v1(md):
+        table.create(conn)
+
+
+# Ordered: MIGRATIONS[i] brings the schema from version i to version i + 1. Append only.
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v1_initial]
+
+
+def current_version(conn: sa.Connection) -> int:
+    """The schema version recorded in the database (0 for a new one)."""
+    if not sa.inspect(conn).has_table(schema_version.name):
+        return 0
+    return conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0
+
+
+def migrate(
+    conn: sa.Connection,
+    migrations: list[Callable[[sa.Connection], None]] | None = None,
+    *,
+    where: str | None = None,
+) -> list[int]:
+    """Run the pending migrations on `conn` (inside the caller's transaction); return the versions applied.
+
+    A database newer than this code knows is a TrackerError naming `where`: older code must not write to it.
+    """
+    migrations = MIGRATIONS if migrations is None else migrations
+    schema_version.create(conn, checkfirst=True)
+    have = current_version(conn)
+    if have > len(migrations):
+        raise TrackerError(
+            f"database schema version {have} is newer than this fabricase knows ({len(migrations)}): upgrade fabricase",
+            where=where,
+        )
+    applied = []
+    for version, step in enumerate(migrations[have:], start=have + 1):
+        step(conn)
+        conn.execute(
+            schema_version.insert().values(
+                version=version,
+                name=step.__name__.lstrip("_"),
+                applied_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            )
+        )
+        applied.append(version)
+    return applied

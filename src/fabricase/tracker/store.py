@@ -1,0 +1,254 @@
+"""The escalation tracker: escalations, their hosts, components and history, in SQLite (default) or
+PostgreSQL (by URL). SQLAlchemy Core only, so the same statements run on both."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from fabricase.config import Paths
+from fabricase.errors import NotFoundError, TrackerError
+from fabricase.models import Escalation, EscalationEvent, EscalationState, Severity
+from fabricase.tracker import db, schema
+from fabricase.tracker.records import assemble, format_escalation_id, iso, parse_escalation_id
+
+__all__ = ["STATE_FILTERS", "Tracker"]
+
+STATE_FILTERS = ("open", "waiting", "all", *(s.value for s in EscalationState))
+# Two writers can pick the same next number on PostgreSQL (SQLite serializes writers): the loser retries
+# after a random pause, so that the same writers do not collide again in lockstep.
+_CREATE_ATTEMPTS = 50
+_WAITING = (EscalationState.WAITING_PROVIDER.value, EscalationState.WAITING_US.value)
+_CLOSED = (EscalationState.RESOLVED.value, EscalationState.CLOSED.value)
+_READ = "cannot read the escalation database"
+
+
+def _text(value: str | Path | None) -> str | None:
+    return None if value is None else str(value)
+
+
+class Tracker:
+    """Escalations and their history. `Tracker("sqlite:////path/tracker.db")` or a PostgreSQL URL;
+    pending schema migrations run when it opens."""
+
+    def __init__(self, url: str, *, now: Callable[[], datetime] | None = None) -> None:
+        self._now = now or (lambda: datetime.now(UTC))
+        parsed = db.parse_url(url)
+        self.where = db.describe(parsed)
+        self._engine = db.connect(parsed)
+        try:
+            self._migrate()
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @classmethod
+    def open(cls, paths: Paths, *, now: Callable[[], datetime] | None = None) -> Tracker:
+        """The tracker at paths.database_url, creating the SQLite file's directory when needed."""
+        url = paths.database_url
+        path = db.sqlite_file(db.parse_url(url))
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise TrackerError(
+                    f"cannot create the database directory: {exc.strerror}", where=str(path.parent)
+                ) from exc
+        return cls(url, now=now)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- plumbing -------------------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with db.guard("cannot open the escalation database", self.where):
+            try:
+                with db.transaction(self._engine, write=True) as conn:
+                    schema.migrate(conn, where=self.where)
+            except sa_exc.SQLAlchemyError:
+                # Another process may have created the same new PostgreSQL database at the same moment.
+                with db.transaction(self._engine) as conn:
+                    if schema.current_version(conn) < len(schema.MIGRATIONS):
+                        raise
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[sa.Connection]:
+        with db.guard(action, self.where), db.transaction(self._engine, write=True) as conn:
+            yield conn
+
+    def _stamp(self) -> str:
+        return iso(self._now())
+
+    @staticmethod
+    def _current(conn: sa.Connection, esc_id: str) -> sa.RowMapping:
+        key = format_escalation_id(parse_escalation_id(esc_id))
+        table = schema.escalations
+        row = conn.execute(sa.select(table).where(table.c.id == key)).mappings().first()
+        if row is None:
+            raise NotFoundError("no such escalation", where=key)
+        return row
+
+    @staticmethod
+    def _update(conn: sa.Connection, esc_id: str, at: str, **values: Any) -> None:
+        table = schema.escalations
+        conn.execute(table.update().where(table.c.id == esc_id).values(updated_at=at, **values))
+
+    @staticmethod
+    def _event(conn: sa.Connection, esc_id: str, at: str, kind: str, detail: str, data: dict | None) -> None:
+        payload = json.dumps(data, sort_keys=True, default=str) if data else None
+        conn.execute(schema.events.insert().values(escalation_id=esc_id, at=at, kind=kind, detail=detail, data=payload))
+
+    def _insert_new(self, conn: sa.Connection, at: str, fields: dict[str, Any], hosts: list, comps: list) -> str:
+        seq = (conn.execute(sa.select(sa.func.max(schema.escalations.c.seq))).scalar() or 0) + 1
+        esc_id = format_escalation_id(seq)
+        state = EscalationState.DRAFT.value
+        conn.execute(
+            schema.escalations.insert().values(id=esc_id, seq=seq, state=state, created_at=at, updated_at=at, **fields)
+        )
+        if hosts:
+            conn.execute(schema.hosts.insert(), [{"escalation_id": esc_id, "host": h} for h in hosts])
+        if comps:
+            rows = [{"escalation_id": esc_id, "host": h, "component": c} for h, c in comps]
+            conn.execute(schema.components.insert(), rows)
+        data = {"provider": fields["provider"], "severity": fields["severity"]}
+        self._event(conn, esc_id, at, "created", fields["symptom"], data)
+        return esc_id
+
+    # -- the API --------------------------------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        provider: str,
+        title: str,
+        symptom: str,
+        severity: Severity | str,
+        hosts: list[str],
+        components: list[tuple[str | None, str]],
+    ) -> Escalation:
+        """A new escalation in state draft, with the id FC-<highest number + 1>."""
+        fields = {
+            "provider": provider,
+            "title": title,
+            "symptom": symptom,
+            "severity": Severity(severity).value,
+        }
+        unique_hosts = list(dict.fromkeys(hosts))
+        unique_components = list(dict.fromkeys((h or None, c) for h, c in components))
+        at = self._stamp()
+        with db.guard("cannot record the escalation", self.where):
+            for attempt in itertools.count(1):
+                try:
+                    with db.transaction(self._engine, write=True) as conn:
+                        esc_id = self._insert_new(conn, at, fields, unique_hosts, unique_components)
+                    break
+                except sa_exc.IntegrityError:
+                    if attempt >= _CREATE_ATTEMPTS:
+                        raise
+                    time.sleep(random.uniform(0, min(0.005 * attempt, 0.1)))
+        return self.get(esc_id)
+
+    def mark_filed(
+        self,
+        esc_id: str,
+        *,
+        provider_case_id: str,
+        raw_status: str | None,
+        state: EscalationState | str,
+        ticket_path: str | Path | None,
+        bundle_id: str | None,
+        bundle_path: str | Path | None,
+    ) -> Escalation:
+        """Record that the provider's desk accepted the case (a "filed" event)."""
+        fields = {
+            "provider_case_id": provider_case_id,
+            "raw_status": raw_status,
+            "state": EscalationState(state).value,
+            "ticket_path": _text(ticket_path),
+            "bundle_id": bundle_id,
+            "bundle_path": _text(bundle_path),
+        }
+        at = self._stamp()
+        with self._write("cannot record the filing") as conn:
+            key = self._current(conn, esc_id)["id"]
+            self._update(conn, key, at, **fields)
+            data = {
+                "case_id": provider_case_id,
+                **{k: fields[k] for k in ("raw_status", "state", "ticket_path")},
+            }
+            self._event(conn, key, at, "filed", f"filed as {provider_case_id}", data)
+        return self.get(key)
+
+    def add_event(self, esc_id: str, kind: str, detail: str, data: dict[str, Any] | None = None) -> EscalationEvent:
+        """Append to an escalation's history (comment, attach, sync, ...)."""
+        at = self._stamp()
+        with self._write("cannot record the event") as conn:
+            key = self._current(conn, esc_id)["id"]
+            self._update(conn, key, at)
+            self._event(conn, key, at, kind, detail, data)
+        return EscalationEvent(at=at, kind=kind, detail=detail, data=dict(data or {}))
+
+    def set_state(
+        self,
+        esc_id: str,
+        state: EscalationState | str,
+        note: str | None = None,
+        *,
+        raw_status: str | None = None,
+    ) -> Escalation:
+        """Move an escalation to `state`, recorded as a "state" event; nothing happens if nothing changes."""
+        new = EscalationState(state).value
+        at = self._stamp()
+        with self._write("cannot record the state change") as conn:
+            row = self._current(conn, esc_id)
+            key, old = row["id"], row["state"]
+            status = row["raw_status"] if raw_status is None else raw_status
+            if old != new or status != row["raw_status"]:
+                self._update(conn, key, at, state=new, raw_status=status)
+                detail = f"{old} -> {new}" + (f": {note}" if note else "")
+                data = {"from": old, "to": new, "note": note, "raw_status": status}
+                self._event(conn, key, at, "state", detail, data)
+        return self.get(key)
+
+    def resolve(self, esc_id: str, note: str | None = None) -> Escalation:
+        """Mark resolved (a no-op on one already resolved)."""
+        return self.set_state(esc_id, EscalationState.RESOLVED, note)
+
+    def get(self, esc_id: str) -> Escalation:
+        """One escalation with its history; accepts "FC-3", "fc-3" or "3"."""
+        with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
+            row = self._current(conn, esc_id)
+            return assemble(conn, [row], [row["id"]], events=True)[0]
+
+    def list(self, *, provider: str | None = None, state: str = "open") -> list[Escalation]:
+        """Escalations oldest first, without their history. state: open, waiting, all, or one state."""
+        table = schema.escalations
+        conditions = [] if provider is None else [table.c.provider == provider]
+        if state == "open":
+            conditions.append(table.c.state.not_in(_CLOSED))
+        elif state == "waiting":
+            conditions.append(table.c.state.in_(_WAITING))
+        elif state != "all":
+            if state not in STATE_FILTERS:
+                raise TrackerError(f"unknown state filter {state!r} (valid: {', '.join(STATE_FILTERS)})")
+            conditions.append(table.c.state == EscalationState(state).value)
+        with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
+            rows = conn.execute(sa.select(table).where(*conditions).order_by(table.c.seq)).mappings().all()
+            return assemble(conn, rows, sa.select(table.c.id).where(*conditions), events=False)

@@ -1,0 +1,122 @@
+"""collect -> capture directory -> load, with the real local transport and sh."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fabricase.capturedir import load_capture
+from fabricase.errors import CaptureError, CorruptItemError, TargetError, TransportError
+from fabricase.models import HostStatus
+from fabricase.pipeline import CollectOptions, collect
+from fabricase.targets import Targets, parse_nodeset, resolve_targets
+from fabricase.transports.local import LocalTransport
+
+
+def _collect(tmp_path: Path, root: Path, **kw) -> Path:
+    opts = CollectOptions(interval_s=0.1, root=str(root), **kw)
+    out = tmp_path / "cap"
+    collect(Targets(hosts=("localhost",), nodeset="localhost"), opts, out)
+    return out
+
+
+def test_collect_writes_a_verifiable_capture_directory(tmp_path, fake_root):
+    out = _collect(tmp_path, fake_root)
+    meta = json.loads((out / "capture.json").read_text())
+    assert meta["format"] == "fabricase-capture" and meta["format_version"] == 1
+    assert set(meta["collectors"]) == {"identity", "netdev", "netstat", "kernel_log"}
+    cap = load_capture(out)
+    hc = cap.host("localhost")
+    assert hc.status == HostStatus.OK and hc.transport == "local"
+    it = hc.item("/sys/class/net/eth1/statistics/rx_crc_errors", 1)
+    assert it.path == "s1/fs/sys/class/net/eth1/statistics/rx_crc_errors"
+    assert hc.read(it) == b"57\n"
+    assert hc.interval_s is not None and hc.interval_s >= 0.0
+    # The kernel-log command ran (whatever this machine allows) and its stderr is kept apart.
+    assert hc.item("cmd:kernel-log", 0, kind="command") is not None
+    assert hc.item("cmd:kernel-log", 0, kind="stderr").path == "s0/cmd/kernel-log.stderr"
+
+
+def test_corrupt_and_truncated_items_are_named(tmp_path, fake_root):
+    out = _collect(tmp_path, fake_root)
+    item = out / "hosts/localhost/s0/fs/sys/class/net/eth1/mtu"
+    item.write_text("1500\n")  # same size, other bytes
+    with pytest.raises(CorruptItemError, match="eth1/mtu.*sha256"):
+        load_capture(out)
+    item.write_text("9")
+    with pytest.raises(CorruptItemError, match="eth1/mtu.*1 bytes, index says 5"):
+        load_capture(out)
+    item.unlink()
+    with pytest.raises(CorruptItemError, match="eth1/mtu.*missing"):
+        load_capture(out)
+
+
+def test_replay_rejects_missing_and_foreign_directories(tmp_path):
+    with pytest.raises(TargetError, match="no such directory"):
+        load_capture(tmp_path / "nope")
+    (tmp_path / "random").mkdir()
+    with pytest.raises(TargetError, match="not a capture directory"):
+        load_capture(tmp_path / "random")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "capture.json").write_text("{not json")
+    with pytest.raises(CaptureError, match="unreadable JSON"):
+        load_capture(bad)
+    (bad / "capture.json").write_text(json.dumps({"format": "fabricase-capture", "format_version": 99}))
+    with pytest.raises(CaptureError, match="format 99 is not supported"):
+        load_capture(bad)
+
+
+def test_output_directory_must_be_new_or_empty(tmp_path, fake_root):
+    (tmp_path / "cap").mkdir()
+    (tmp_path / "cap" / "keep.txt").write_text("mine")
+    with pytest.raises(CaptureError, match="not empty"):
+        _collect(tmp_path, fake_root)
+    assert (tmp_path / "cap" / "keep.txt").read_text() == "mine"
+
+
+def test_a_hung_capture_times_out_and_keeps_what_came_back():
+    script = "printf '@@FC1 BEGIN 1 1\\n@@FC1 I t file 0 0 2 0 - - /a\\nok\\n'; sleep 30\n"
+    run = LocalTransport().run_one("localhost", script, timeout_s=1)
+    assert run.status == HostStatus.TIMED_OUT and "within 1s" in run.reason
+    assert run.stdout.startswith(b"@@FC1 BEGIN")
+
+
+def test_timed_out_host_is_recorded_partial(tmp_path, fake_root):
+    out = _collect(tmp_path, fake_root, timeout_s=0.05)
+    hc = load_capture(out).host("localhost")
+    assert hc.status == HostStatus.TIMED_OUT
+    assert "within 0.05s" in hc.reason
+
+
+def test_local_transport_refuses_remote_hosts(tmp_path, fake_root):
+    with pytest.raises(TransportError, match="gpu001 is not this machine"):
+        collect(Targets(hosts=("gpu001",)), CollectOptions(via="local", interval_s=0), tmp_path / "c")
+    with pytest.raises(TransportError, match="ssh transport is not available"):
+        collect(Targets(hosts=("gpu001",)), CollectOptions(interval_s=0), tmp_path / "d")
+
+
+@pytest.mark.parametrize("spec,hosts", [
+    ("gpu[001-004,010]", ["gpu001", "gpu002", "gpu003", "gpu004", "gpu010"]),
+    ("localhost", ["localhost"]),
+    ("a1,b2", ["a1", "b2"]),
+])
+def test_nodesets(spec, hosts):
+    assert parse_nodeset(spec) == hosts
+
+
+@pytest.mark.parametrize("spec", ["", "   ", "gpu[001-", "gpu[4-1]", ",", "gpu[a-b]", "bad host"])
+def test_malformed_nodesets(spec):
+    with pytest.raises(TargetError):
+        parse_nodeset(spec)
+
+
+def test_exactly_one_target_kind():
+    with pytest.raises(TargetError, match="exactly one"):
+        resolve_targets(None, None, None)
+    with pytest.raises(TargetError, match="--hosts and --replay"):
+        resolve_targets("a", None, "/x")
+    with pytest.raises(TargetError, match="Slurm"):
+        resolve_targets(None, "48213", None)

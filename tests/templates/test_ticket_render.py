@@ -1,0 +1,167 @@
+"""Ticket and summary templates: golden output, fallbacks, and StrictUndefined."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+import pytest
+from draft_inputs import CREATED_AT, SYMPTOM, findings, hosts, placements
+
+from fabricase import templates
+from fabricase.models import Evidence, Finding, Severity
+from fabricase.templates import format_evidence, format_number, render, render_draft, requested_action
+
+GOLDEN = Path(__file__).parent / "golden"
+BUNDLE_ID = "3f" * 32
+
+
+def draft(**overrides):
+    kwargs = dict(
+        provider="generic",
+        symptom=SYMPTOM,
+        severity=Severity.CRITICAL,
+        findings=findings(),
+        hosts=hosts(),
+        placements=placements(),
+        bundle_id=BUNDLE_ID,
+        capture_created_at=CREATED_AT,
+        escalation_id="FC-0007",
+    )
+    return render_draft(**(kwargs | overrides))
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1 to create it"
+    assert text == path.read_text(), f"{name} differs from its golden file (UPDATE_GOLDEN=1 to accept)"
+
+
+def test_ticket_golden():
+    check_golden("ticket_generic.md", draft().body)
+
+
+def test_summary_golden():
+    check_golden("summary.md", draft().summary)
+
+
+def test_ticket_without_findings_golden():
+    d = draft(findings=[], bundle_id=None, escalation_id=None, placements=[])
+    check_golden("ticket_no_findings.md", d.body)
+    check_golden("summary_no_findings.md", d.summary)
+    assert d.title == f"[fabricase] {SYMPTOM} on 8 hosts"
+    assert "attached bundle" in d.body and "escalation" not in d.body
+
+
+def test_draft_fields():
+    d = draft()
+    assert d.title == "[fabricase] mlx5_3 port 1 link went down and up 12 times in 30 s on 2 hosts"
+    assert (d.provider, d.severity, d.bundle_id) == ("generic", Severity.CRITICAL, BUNDLE_ID)
+    assert d.hosts == ["gpu002", "gpu003"]
+    assert d.components == ["netdev:eth2", "rdma:mlx5_3/1", "switch:leaf-17"]
+
+
+def test_sections_come_in_order_and_lines_fit_100_columns():
+    body = draft().body
+    order = [
+        "## Impact",
+        "## Affected hosts",
+        "## Findings",
+        "## Ruled out",
+        "## Timeline",
+        "## Requested action",
+        "## References",
+    ]
+    positions = [body.index(h) for h in order]
+    assert positions == sorted(positions)
+    assert body.startswith("3 findings (1 critical, 1 major, 1 minor) on 2 of 8 hosts captured")
+    for text in (body, draft().summary):
+        assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_title_is_one_line_and_at_most_120_characters():
+    long = Finding("link-flap", Severity.MAJOR, "gpu001", "netdev:eth0", "flapping\n" + "x " * 200)
+    title = draft(findings=[long]).title
+    assert len(title) <= 120 and "\n" not in title
+    assert title.startswith("[fabricase] flapping x x") and title.endswith("... on 1 host")
+
+
+def test_unknown_provider_falls_back_to_the_generic_ticket():
+    assert draft(provider="nosuchcloud").body == draft().body
+
+
+def test_a_provider_template_is_used_when_shipped(monkeypatch):
+    env = templates.environment()
+    extra = jinja2.DictLoader(
+        {"ticket_acme.md.j2": '{% extends "ticket_generic.md.j2" %}{% block action %}ACME: reseat it.\n{% endblock %}'}
+    )
+    monkeypatch.setattr(env, "loader", jinja2.ChoiceLoader([extra, env.loader]))
+    body = draft(provider="acme").body
+    assert "ACME: reseat it." in body and "## Requested action" not in body
+    assert "## Findings" in body
+
+
+def test_strict_undefined_raises_on_a_missing_variable():
+    with pytest.raises(jinja2.UndefinedError):
+        render("summary.md.j2", title="t", symptom="s", severity="major")
+
+
+def test_templates_are_package_data():
+    names = {p.name for p in resources.files("fabricase.templates").iterdir()}
+    assert {"ticket_generic.md.j2", "summary.md.j2"} <= names
+
+
+@pytest.mark.parametrize(
+    ("kind", "host", "component", "action"),
+    [
+        ("link-flap", "gpu001", "netdev:eth2", "Inspect or replace the cable/transceiver on netdev:eth2 of gpu001."),
+        (
+            "netdev-errors",
+            "gpu009",
+            "rdma:mlx5_0/1",
+            "Inspect or replace the cable/transceiver on rdma:mlx5_0/1 of gpu009.",
+        ),
+        ("host-unreachable", "gpu004", "host", "Check host reachability of gpu004."),
+        ("nvlink-errors", "gpu004", "nvlink:3/7", "Investigate nvlink:3/7 of gpu004 (nvlink-errors)."),
+        ("symbol-errors", None, "switch:leaf-1", "Investigate switch:leaf-1 (symbol-errors)."),
+    ],
+)
+def test_requested_action_follows_the_worst_finding(kind, host, component, action):
+    assert requested_action(Finding(kind, Severity.MAJOR, host, component, "s")) == action
+
+
+def test_requested_action_without_findings():
+    assert requested_action(None).startswith("Investigate")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "-"),
+        (0, "0"),
+        (1245, "1245"),
+        (12.0, "12"),
+        (41.5, "41.5"),
+        (0.12345678, "0.1235"),
+        (0.0000031, "3.1e-06"),
+        (2.5e16, "25000000000000000"),
+        ("up", "up"),
+        (True, "True"),
+        (float("nan"), "nan"),
+    ],
+)
+def test_format_number(value, text):
+    assert format_number(value) == text
+
+
+def test_format_evidence():
+    ev = Evidence("rx_errors", 12, "errors", baseline=0, source="/sys/class/net/eth0/statistics/rx_errors", snapshot=1)
+    assert format_evidence(ev) == (
+        "rx_errors = 12 errors (baseline 0; source /sys/class/net/eth0/statistics/rx_errors; snapshot 1)"
+    )
+    assert format_evidence(Evidence("rate", 2.5, "/s")) == "rate = 2.5/s"
+    assert format_evidence(Evidence("link", "down", "")) == "link = down"
