@@ -144,10 +144,12 @@ def write_host(root: Path, hc: HostCapture, blobs: dict[str, bytes]) -> HostCapt
     hdir = root / "hosts" / host_dir_name(hc.host)
     try:
         hdir.mkdir(parents=True, exist_ok=True)
+        base = str(hdir)
+        for folder in sorted({os.path.dirname(rel) for rel in blobs}):
+            os.makedirs(os.path.join(base, folder), exist_ok=True)
         for rel, data in blobs.items():
-            dest = hdir / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
+            with open(os.path.join(base, rel), "wb") as fh:
+                fh.write(data)
         _write_json(hdir / "index.json", {"items": [it.to_dict() for it in hc.items]})
         _write_json(hdir / "host.json", {
             "host": hc.host, "status": str(hc.status), "reason": hc.reason, "transport": hc.transport,

@@ -19,7 +19,8 @@ def stream(*frames: bytes, end: bool = True) -> bytes:
 
 
 def test_items_and_snapshot_marks():
-    r = parse_stream(stream(frame("/proc/net/snmp", b"Tcp: a\nTcp: 1\n"), frame("cmd:uname", b"Linux\n", kind="command")))
+    r = parse_stream(stream(frame("/proc/net/snmp", b"Tcp: a\nTcp: 1\n"),
+                            frame("cmd:uname", b"Linux\n", kind="command")))
     assert r.complete and r.error is None
     assert [(i.source, i.kind, i.content) for i in r.items] == [
         ("/proc/net/snmp", "file", b"Tcp: a\nTcp: 1\n"),

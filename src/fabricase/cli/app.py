@@ -85,20 +85,22 @@ def target_options(f):
                      help="Per-host capture time limit in seconds (default: derived from the collectors).")(f)
     f = click.option("--collector", "collectors", multiple=True,
                      help="Run only this collector (repeatable).")(f)
+    f = click.option("--root", "root", default="", hidden=True,
+                     help="Read host files under this folder instead of / (golden host trees, tests).")(f)
     return f
 
 
-def capture_from_targets(hosts, job, replay, via, interval, since_h, timeout, collectors, out_dir: Path | None,
-                          quiet: bool) -> Capture:
+def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bool) -> Capture:
+    """Live capture (or replay) from the options `target_options` added, given as one dict."""
     from fabricase.pipeline import CollectOptions, collect
     from fabricase.targets import resolve_targets
     from fabricase.transports.replay import load_replay
 
-    targets = resolve_targets(hosts, job, replay)
+    targets = resolve_targets(target["hosts"], target["job"], target["replay"])
     if targets.replay is not None:
         return load_replay(targets.replay)
-    opts = CollectOptions(via=via, interval_s=interval, since_s=int(since_h * 3600), timeout_s=timeout,
-                          collectors=tuple(collectors))
+    opts = CollectOptions(via=target["via"], interval_s=target["interval"], since_s=int(target["since_h"] * 3600),
+                          timeout_s=target["timeout"], collectors=tuple(target["collectors"]), root=target["root"])
     if out_dir is None:
         from fabricase.capturedir import new_capture_dir
 

@@ -26,12 +26,11 @@ def _load(path: str):
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Capture directory to create (default: a new folder under the data directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def collect(hosts, job, replay, via, interval, since_h, timeout, collectors, out_dir, as_json):
+def collect(out_dir, as_json, **target):
     """Capture counters, logs and identity from the hosts into a capture directory (nothing else)."""
-    if replay:
+    if target["replay"]:
         raise click.UsageError("collect captures live hosts; --replay is for analyze, draft and open")
-    capture = capture_from_targets(hosts, job, replay, via, interval, since_h, timeout, collectors, out_dir,
-                                   quiet=as_json)
+    capture = capture_from_targets(target, out_dir, quiet=as_json)
     ok = sum(h.status == HostStatus.OK for h in capture.hosts)
     if as_json:
         emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture)})
@@ -136,13 +135,11 @@ def draft(source, provider, symptom, severity, as_json):
 @click.option("--severity", type=_SEVERITIES, default=None, help="Override the severity from the findings.")
 @click.option("--dry-run", is_flag=True, help="Capture, analyze, bundle and draft; file and track nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def open_(hosts, job, replay, via, interval, since_h, timeout, collectors, symptom, provider, severity, dry_run,
-          as_json):
+def open_(symptom, provider, severity, dry_run, as_json, **target):
     """Capture, analyze, bundle, draft, file and track one escalation."""
     from fabricase.pipeline import open_escalation
 
-    capture = capture_from_targets(hosts, job, replay, via, interval, since_h, timeout, collectors, None,
-                                   quiet=as_json)
+    capture = capture_from_targets(target, None, quiet=as_json)
     if not any(h.status == HostStatus.OK for h in capture.hosts) and not as_json:
         err_console.print("warning: no host was captured; the ticket will say so", style="yellow")
     result = open_escalation(capture, paths(), provider_name=provider, symptom=symptom,

@@ -1,0 +1,127 @@
+"""The whole flow through the command line, on this machine and on a host tree."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from fabricase.cli import cli
+
+
+def test_open_on_localhost_files_tracks_and_verifies(run, home):
+    out = run.json("open", "--hosts", "localhost", "--symptom", "x", "--interval", "0")
+    assert out["escalation_id"] == "FC-1" and out["state"] == "filed"
+    assert len(out["bundle_id"]) == 64 and Path(out["bundle_path"]).is_file()
+    ticket = Path(out["ticket_path"])
+    assert ticket.is_file() and ticket.is_relative_to(home / "outbox")
+    assert out["bundle_id"] in ticket.read_text()
+    assert isinstance(out["findings"], list)
+    assert out["hosts"][0]["status"] == "ok"
+    verified = run.json("verify", out["bundle_path"])
+    assert verified["ok"] and verified["bundle_id"] == out["bundle_id"]
+    listed = run.json("list")
+    assert [e["id"] for e in listed] == ["FC-1"] and listed[0]["bundle_id"] == out["bundle_id"]
+    shown = run.json("show", "fc-1")
+    assert [ev["kind"] for ev in shown["events"]][:1] == ["created"] and shown["ticket_path"] == str(ticket)
+
+
+def _flip_member_byte(bundle: Path, member: str, out: Path) -> None:
+    raw = bytearray(gzip.decompress(bundle.read_bytes()))
+    with tarfile.open(fileobj=io.BytesIO(bytes(raw))) as tf:
+        info = tf.getmember(member)
+    assert info.size > 0
+    raw[info.offset_data] ^= 0x01
+    out.write_bytes(gzip.compress(bytes(raw), mtime=0))
+
+
+def test_flipping_one_byte_of_any_member_fails_verify_and_names_it(run, tmp_path, host_tree):
+    out = run.json("open", "--hosts", "localhost", "--symptom", "x", "--interval", "0", "--root", str(host_tree))
+    bundle = Path(out["bundle_path"])
+    with tarfile.open(bundle) as tf:
+        members = [m.name for m in tf.getmembers() if m.size > 0 and m.name != "MANIFEST.json"]
+    picks = {"findings.json", "ticket.md", "summary.md",
+             next(m for m in members if m.endswith("eth1/operstate")),
+             next(m for m in members if m.endswith("index.json"))}
+    for member in sorted(picks):
+        bad = tmp_path / "bad.tar.gz"
+        _flip_member_byte(bundle, member, bad)
+        result = run("verify", str(bad), code=1)
+        assert member in result.stderr, (member, result.stderr)
+        assert "Traceback" not in result.stderr + result.stdout
+        report = run.json("verify", str(bad), code=1)
+        assert not report["ok"] and any(member in p for p in report["problems"])
+
+
+def test_collect_analyze_and_replay_agree_with_the_live_run(run, tmp_path, host_tree):
+    live = run.json("open", "--hosts", "localhost", "--symptom", "x", "--interval", "0", "--root", str(host_tree))
+    assert any(f["component"] == "netdev:eth1" and f["kind"] == "link-down" for f in live["findings"])
+    # The live run's own capture, analyzed offline, and replayed through open.
+    assert run.json("analyze", live["capture_dir"])["findings"] == live["findings"]
+    assert run.json("open", "--replay", live["capture_dir"], "--symptom", "x")["findings"] == live["findings"]
+    # A separate collect of the same host tree gives the same findings through analyze and open --replay.
+    cap = tmp_path / "D"
+    collected = run.json("collect", "--hosts", "localhost", "-o", str(cap), "--interval", "0", "--root", str(host_tree))
+    assert collected["capture_dir"] == str(cap) and collected["hosts"][0]["status"] == "ok"
+    offline = run.json("analyze", str(cap))["findings"]
+    replayed = run.json("open", "--replay", str(cap), "--symptom", "x")["findings"]
+    assert offline == replayed == live["findings"]
+    # And the bundle file itself is a valid input.
+    assert run.json("analyze", live["bundle_path"])["findings"] == live["findings"]
+
+
+def test_bundle_is_reproducible_and_draft_renders(run, tmp_path, host_tree):
+    cap = tmp_path / "D"
+    run("collect", "--hosts", "localhost", "-o", str(cap), "--interval", "0", "--root", str(host_tree))
+    a = run.json("bundle", str(cap), "-o", str(tmp_path / "a.tar.gz"))
+    b = run.json("bundle", str(cap), "-o", str(tmp_path / "b.tar.gz"))
+    assert a["bundle_id"] == b["bundle_id"]
+    assert (tmp_path / "a.tar.gz").read_bytes() == (tmp_path / "b.tar.gz").read_bytes()
+    draft = run.json("draft", str(cap), "--symptom", "busbw fell")
+    assert "netdev:eth1" in draft["body"] and draft["title"].startswith("[fabricase]")
+    assert "eth1" in run("draft", str(tmp_path / "a.tar.gz")).stdout
+
+
+def test_dry_run_files_and_tracks_nothing(run, home):
+    out = run.json("open", "--hosts", "localhost", "--symptom", "x", "--interval", "0", "--dry-run")
+    assert out["escalation_id"] is None and out["state"] == "dry-run"
+    assert Path(out["ticket_path"]).is_file()
+    assert run.json("list", "--state", "all") == []
+
+
+def test_resolve_moves_an_escalation_out_of_the_open_list(run):
+    run("open", "--hosts", "localhost", "--symptom", "x", "--interval", "0")
+    assert run.json("resolve", "FC-1", "--note", "cable replaced")["state"] == "resolved"
+    assert run.json("list") == []
+    assert [e["id"] for e in run.json("list", "--state", "all")] == ["FC-1"]
+
+
+def test_human_output_fits_80_columns(run, host_tree):
+    result = run("open", "--hosts", "localhost", "--symptom", "x", "--interval", "0", "--root", str(host_tree))
+    assert "Escalation  FC-1" in result.stdout
+    for line in run("list").stdout.splitlines():
+        assert len(line) <= 80, line
+
+
+def _commands(group):
+    return sorted(group.commands.items())
+
+
+@pytest.mark.parametrize("name,command", _commands(cli))
+def test_every_command_has_help_and_json(run, name, command):
+    assert command.help and len(command.help.split()) >= 3, name
+    text = run(name, "--help").stdout
+    assert "--json" in text, name
+    for param in command.params:
+        if getattr(param, "help", None) is None and param.param_type_name == "option" and not param.hidden:
+            pytest.fail(f"{name} {param.opts} has no help text")
+
+
+def test_python_dash_m_and_console_script():
+    result = subprocess.run([sys.executable, "-m", "fabricase", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "open" in result.stdout
