@@ -5,7 +5,8 @@
     ├── TargetError                 empty or malformed nodeset, unknown job, bad --replay directory
     ├── TransportError              a transport could not run at all (not a single host failing)
     ├── CaptureError                a capture stream or capture directory is malformed
-    │   └── CorruptItemError        an item on disk does not match its index (size or sha256)
+    │   ├── CorruptItemError        an item on disk does not match its index (size or sha256)
+    │   └── CaptureInterrupted      Ctrl-C during a capture; .where is the partial capture directory, kept
     ├── ParseError                  a parser could not read an item (recorded, not usually raised to the user)
     ├── BundleError                 a bundle cannot be built or read
     │   └── VerifyError             a bundle failed verification; .problems lists each member at fault
@@ -20,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "BundleError",
     "CaptureError",
+    "CaptureInterrupted",
     "ConfigError",
     "CorruptItemError",
     "FabricaseError",
@@ -63,6 +65,10 @@ class CaptureError(FabricaseError):
 
 
 class CorruptItemError(CaptureError):
+    pass
+
+
+class CaptureInterrupted(CaptureError):
     pass
 
 

@@ -24,7 +24,7 @@ from fabricase.collectors import select_collectors
 from fabricase.collectors.framing import parse_stream
 from fabricase.collectors.plan import CapturePlan, compile_script
 from fabricase.config import Paths
-from fabricase.errors import TargetError
+from fabricase.errors import CaptureInterrupted, TargetError
 from fabricase.models import (
     Bundle,
     Capture,
@@ -112,8 +112,10 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
             on_host(run)
 
     runs = transport.run(list(targets.hosts), script, timeout_s=timeout, on_done=done)
-    for host in targets.hosts[len(runs):]:  # interrupted: the rest are recorded as never reached
-        done(HostRun(host, HostStatus.FAILED, reason="not captured: interrupted"))
+    if any(r.reason == "interrupted" for r in runs):
+        for host in targets.hosts[len(runs):]:  # the rest are recorded as never reached
+            done(HostRun(host, HostStatus.FAILED, reason="not captured: interrupted"))
+        raise CaptureInterrupted("interrupted; what was gathered is kept here", where=str(root))
     return load_capture(root)
 
 

@@ -120,3 +120,26 @@ def test_exactly_one_target_kind():
         resolve_targets("a", None, "/x")
     with pytest.raises(TargetError, match="Slurm"):
         resolve_targets(None, "48213", None)
+
+
+def test_ctrl_c_keeps_what_was_gathered(tmp_path, fake_root, monkeypatch):
+    """A real SIGINT to this process mid-capture: the script is killed, its items so far are kept."""
+    import os
+
+    from fabricase.collectors import COLLECTORS
+    from fabricase.collectors.base import Collector, CommandSpec
+    from fabricase.errors import CaptureInterrupted
+
+    class Interrupter(Collector):
+        name = "interrupter"
+        commands = (CommandSpec("ctrl-c", f"kill -INT {os.getpid()}; sleep 20", timeout_s=30),)
+
+    monkeypatch.setitem(COLLECTORS, "interrupter", Interrupter)
+    out = tmp_path / "cap"
+    opts = CollectOptions(interval_s=0, root=str(fake_root), collectors=("netdev", "interrupter"))
+    with pytest.raises(CaptureInterrupted) as info:
+        collect(Targets(hosts=("localhost",)), opts, out)
+    assert info.value.where == str(out)
+    hc = load_capture(out).host("localhost")
+    assert hc.status == HostStatus.FAILED and hc.reason.startswith("interrupted")
+    assert hc.item("/sys/class/net/eth1/statistics/rx_crc_errors", 1) is not None

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from fabricase import __version__
 from fabricase.cli.output import err_console
 from fabricase.config import Paths, resolve_paths
-from fabricase.errors import FabricaseError
+from fabricase.errors import CaptureInterrupted, FabricaseError
 from fabricase.models import Capture
 
 EXIT_PARTIAL = 3
@@ -43,6 +43,9 @@ class FabricaseGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except CaptureInterrupted as exc:
+            click.echo(f"fabricase: {exc}", err=True)
+            ctx.exit(130)
         except FabricaseError as exc:
             if _debug_on(ctx):
                 raise
