@@ -38,6 +38,12 @@ FC_TMP="$_fc_tmp"; export FC_TMP
 trap 'rm -rf "$_fc_tmp"' EXIT
 trap 'exit 130' INT TERM HUP
 if command -v timeout >/dev/null 2>&1; then _fc_has_timeout=1; else _fc_has_timeout=; fi
+# A recorded host tree (--root) may carry its own commands and a second-snapshot overlay of changed files.
+_fc_s1=
+if [ -n "$_fc_root" ]; then
+  [ -d "$_fc_root/.fabricase/bin" ] && PATH="$_fc_root/.fabricase/bin:$PATH"
+  [ -d "$_fc_root/.fabricase/s1" ] && _fc_s1="$_fc_root/.fabricase/s1"
+fi
 _fc_up() { _fc_u=-; read -r _fc_u _fc_x 2>/dev/null </proc/uptime || _fc_u=-; }
 _fc_mark() {
   _fc_up; _fc_e=$(date +%s.%N 2>/dev/null) || _fc_e=-
@@ -54,8 +60,9 @@ _fc_lines() {
 }
 # _fc_text COLLECTOR SNAPSHOT CAP REALPATH: builtins only.
 _fc_text() {
-  _fc_d=; _fc_l=; _fc_tr=0; _fc_rc=0; _fc_cap=$3
-  if [ -r "$4" ] && { _fc_lines; } 2>/dev/null <"$4"; then _fc_d="$_fc_d$_fc_l"; else _fc_rc=1; fi
+  _fc_d=; _fc_l=; _fc_tr=0; _fc_rc=0; _fc_cap=$3; _fc_p=$4
+  if [ -n "$_fc_s1" ] && [ "$2" = 1 ] && [ -e "$_fc_s1${4#"$_fc_root"}" ]; then _fc_p="$_fc_s1${4#"$_fc_root"}"; fi
+  if [ -r "$_fc_p" ] && { _fc_lines; } 2>/dev/null <"$_fc_p"; then _fc_d="$_fc_d$_fc_l"; else _fc_rc=1; fi
   printf '@@FC1 I %s file %s %s %s %s - - %s\n' "$1" "$2" "$_fc_rc" "${#_fc_d}" "$_fc_tr" "${4#"$_fc_root"}"
   printf '%s\n' "$_fc_d"
 }

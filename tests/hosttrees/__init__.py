@@ -1,0 +1,74 @@
+"""Recorded host trees for golden tests: a folder that stands in for a machine under `--root`.
+
+    <root>/sys/..., <root>/proc/...          files as the host shows them in snapshot 0
+    <root>/.fabricase/s1/<path>              a file's content in snapshot 1, where it changed (counters)
+    <root>/.fabricase/bin/<command>          a stub that replays a recorded command output
+    <root>/.fabricase/out/<command>/<key>    that output; <key> is the arguments joined by "_" ("_" for none),
+                                             with "/" and " " turned into "_"; <key>.rc holds a non-zero status
+
+The compiled capture script puts .fabricase/bin first on PATH and reads the s1 overlay in snapshot 1, so a
+tree runs through the real script, the real framing and the real parsers.
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+from pathlib import Path
+
+__all__ = ["command_key", "record_command", "write_file", "write_s1"]
+
+_STUB = """#!/bin/sh
+# Replays a recorded output of {name} (tests/hosttrees).
+d="$(dirname "$0")/../out/{name}"
+key=$(printf '%s_' "$@")
+key=${{key%_}}
+[ -n "$key" ] || key=_
+key=$(printf '%s' "$key" | tr '/ ' '__')
+if [ -f "$d/$key" ]; then
+  cat "$d/$key"
+  [ -f "$d/$key.rc" ] && exit "$(cat "$d/$key.rc")"
+  exit 0
+fi
+echo "{name}: no recorded output for: $*" >&2
+exit 1
+"""
+
+
+def command_key(args: tuple[str, ...] | list[str]) -> str:
+    key = "_".join(args) or "_"
+    return re.sub(r"[/ ]", "_", key)
+
+
+def write_file(root: Path, path: str, content: str | bytes) -> Path:
+    """Write `content` at host path `path` (absolute, e.g. /sys/class/net/eth0/mtu) under root."""
+    dest = root / path.lstrip("/")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, str):
+        dest.write_text(content)
+    else:
+        dest.write_bytes(content)
+    return dest
+
+
+def write_s1(root: Path, path: str, content: str | bytes) -> Path:
+    """The content `path` shows in the second snapshot (a counter that moved during the interval)."""
+    return write_file(root / ".fabricase" / "s1", path, content)
+
+
+def record_command(root: Path, name: str, args: tuple[str, ...] | list[str], output: str | bytes,
+                   rc: int = 0) -> None:
+    """Make `name args...` print `output` (and exit rc) when the capture script runs it under this root."""
+    stub = root / ".fabricase" / "bin" / name
+    if not stub.exists():
+        stub.parent.mkdir(parents=True, exist_ok=True)
+        stub.write_text(_STUB.format(name=name))
+        stub.chmod(stub.stat().st_mode | stat.S_IEXEC | stat.S_IXGRP | stat.S_IXOTH)
+    out = root / ".fabricase" / "out" / name / command_key(args)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(output, str):
+        out.write_text(output)
+    else:
+        out.write_bytes(output)
+    if rc:
+        out.with_name(out.name + ".rc").write_text(str(rc))
