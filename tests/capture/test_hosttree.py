@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from hosttrees import record_command, write_file, write_s1
-
 from fabricase.collectors.base import Collector, CommandSpec, FileSpec
 from fabricase.collectors.framing import parse_stream
 from fabricase.collectors.plan import CapturePlan, compile_script
 from fabricase.transports.local import LocalTransport
+from hosttrees import record_command, write_file, write_s1
 
 
 class _Tree(Collector):
