@@ -12,20 +12,22 @@ from hosttrees import record_command, write_file, write_s1
 class _Tree(Collector):
     name = "tree"
     files = (FileSpec("/sys/class/net/*/statistics/rx_crc_errors", counter=True),)
-    commands = (CommandSpec("tool", "ethtool -S eth0"), CommandSpec("missing", "ethtool -m eth0"))
+    commands = (CommandSpec("tool", "ethtool -S eth0", counter=True), CommandSpec("missing", "ethtool -m eth0"))
 
 
 def test_stubs_and_overlay(tmp_path):
     root = tmp_path / "host"
     write_file(root, "/sys/class/net/eth0/statistics/rx_crc_errors", "10\n")
     write_s1(root, "/sys/class/net/eth0/statistics/rx_crc_errors", "67\n")
-    record_command(root, "ethtool", ["-S", "eth0"], "NIC statistics:\n     rx_crc_errors_phy: 67\n")
+    record_command(root, "ethtool", ["-S", "eth0"], "NIC statistics:\n     rx_crc_errors_phy: 10\n")
+    record_command(root, "ethtool", ["-S", "eth0"], "NIC statistics:\n     rx_crc_errors_phy: 67\n", snapshot=1)
     plan = CapturePlan(collectors=(_Tree,), interval_s=0, root=str(root))
     run = LocalTransport().run_one("localhost", compile_script(plan), timeout_s=30)
     r = parse_stream(run.stdout)
     got = {(i.source, i.snapshot, i.kind): i for i in r.items}
     assert got[("/sys/class/net/eth0/statistics/rx_crc_errors", 0, "file")].content == b"10\n"
     assert got[("/sys/class/net/eth0/statistics/rx_crc_errors", 1, "file")].content == b"67\n"
-    assert got[("cmd:tool", 0, "command")].content.endswith(b"rx_crc_errors_phy: 67\n")
+    assert got[("cmd:tool", 0, "command")].content.endswith(b"rx_crc_errors_phy: 10\n")
+    assert got[("cmd:tool", 1, "command")].content.endswith(b"rx_crc_errors_phy: 67\n")
     missing = got[("cmd:missing", 0, "command")]
     assert missing.rc == 1 and b"no recorded output" in got[("cmd:missing", 0, "stderr")].content

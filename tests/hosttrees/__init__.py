@@ -5,6 +5,8 @@
     <root>/.fabricase/bin/<command>          a stub that replays a recorded command output
     <root>/.fabricase/out/<command>/<key>    that output; <key> is the arguments joined by "_" ("_" for none),
                                              with "/" and " " turned into "_"; <key>.rc holds a non-zero status
+    <root>/.fabricase/out/<command>/<key>@s1 the output in snapshot 1 (a counter command whose numbers moved);
+                                             the script exports FC_SNAPSHOT to every command
 
 The compiled capture script puts .fabricase/bin first on PATH and reads the s1 overlay in snapshot 1, so a
 tree runs through the real script, the real framing and the real parsers.
@@ -25,6 +27,7 @@ key=$(printf '%s_' "$@")
 key=${{key%_}}
 [ -n "$key" ] || key=_
 key=$(printf '%s' "$key" | tr '/ ' '__')
+if [ "${{FC_SNAPSHOT:-0}}" = 1 ] && [ -f "$d/$key@s1" ]; then key="$key@s1"; fi
 if [ -f "$d/$key" ]; then
   cat "$d/$key"
   [ -f "$d/$key.rc" ] && exit "$(cat "$d/$key.rc")"
@@ -57,14 +60,17 @@ def write_s1(root: Path, path: str, content: str | bytes) -> Path:
 
 
 def record_command(root: Path, name: str, args: tuple[str, ...] | list[str], output: str | bytes,
-                   rc: int = 0) -> None:
-    """Make `name args...` print `output` (and exit rc) when the capture script runs it under this root."""
+                   rc: int = 0, snapshot: int | None = None) -> None:
+    """Make `name args...` print `output` (and exit rc) when the capture script runs it under this root.
+
+    snapshot=1 records what the command prints in the second snapshot only (its first-snapshot output is
+    the one recorded without a snapshot)."""
     stub = root / ".fabricase" / "bin" / name
     if not stub.exists():
         stub.parent.mkdir(parents=True, exist_ok=True)
         stub.write_text(_STUB.format(name=name))
         stub.chmod(stub.stat().st_mode | stat.S_IEXEC | stat.S_IXGRP | stat.S_IXOTH)
-    out = root / ".fabricase" / "out" / name / command_key(args)
+    out = root / ".fabricase" / "out" / name / (command_key(args) + ("@s1" if snapshot == 1 else ""))
     out.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(output, str):
         out.write_text(output)

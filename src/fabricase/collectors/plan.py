@@ -82,6 +82,7 @@ _fc_raw() {
 }
 # _fc_cmd COLLECTOR SNAPSHOT NAME TIMEOUT CAP SHELL
 _fc_cmd() {
+  FC_SNAPSHOT=$2; export FC_SNAPSHOT
   _fc_up; _fc_t0=$_fc_u
   {
     if [ -n "$_fc_has_timeout" ]; then timeout -k 2 "$4" sh -c "$6" 2>"$_fc_tmp/e" </dev/null
