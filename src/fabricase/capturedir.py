@@ -17,10 +17,12 @@ from fabricase import __version__
 from fabricase.collectors.framing import StreamResult
 from fabricase.collectors.plan import CapturePlan
 from fabricase.errors import CaptureError, CorruptItemError, TargetError
-from fabricase.models import Capture, CaptureItem, HostCapture, HostStatus, SnapshotInfo
+from fabricase.models import Capture, CaptureItem, HostCapture, HostStatus, InputFile, SnapshotInfo
 
 __all__ = [
     "FORMAT_VERSION",
+    "INPUT_CAP",
+    "add_inputs",
     "find_capture_root",
     "host_capture_from_stream",
     "load_capture",
@@ -134,6 +136,53 @@ def write_capture_meta(root: Path, *, plan: CapturePlan, targets: dict, hosts: l
     })
 
 
+INPUT_CAP = 256 * 1024 * 1024
+
+
+def add_inputs(root: Path, kind: str, files: list[Path], cap: int = INPUT_CAP) -> list[InputFile]:
+    """Copy files given by the user (e.g. NCCL logs) into inputs/<kind>/ and list them in capture.json."""
+    meta_path = root / "capture.json"
+    meta = _load_json(meta_path)
+    inputs = list(meta.get("inputs", []))
+    added = []
+    for n, src in enumerate(files, start=len(inputs)):
+        try:
+            with open(src, "rb") as fh:
+                data = fh.read(cap + 1)
+        except OSError as exc:
+            raise CaptureError(f"cannot read {kind}: {exc.strerror}", where=str(src)) from exc
+        truncated = len(data) > cap
+        data = data[:cap]
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", src.name)[:80] or "input"
+        rel = f"inputs/{kind}/{n:03d}-{safe}"
+        dest = root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        item = InputFile(kind=kind, source=str(src), path=rel, bytes=len(data),
+                         sha256=hashlib.sha256(data).hexdigest(), truncated=truncated)
+        inputs.append(vars(item))
+        added.append(item)
+    meta["inputs"] = inputs
+    _write_json(meta_path, meta)
+    return added
+
+
+def _load_inputs(root: Path, meta: dict, verify: bool) -> list[InputFile]:
+    items = []
+    for raw in meta.get("inputs", []):
+        try:
+            item = InputFile(**raw)
+        except TypeError as exc:
+            raise CaptureError(f"malformed input record ({exc})", where=str(root / "capture.json")) from exc
+        rel = PurePosixPath(item.path)
+        if rel.is_absolute() or ".." in rel.parts or rel.parts[:1] != ("inputs",):
+            raise CorruptItemError("input path escapes the capture directory", where=f"{root}/{item.path}")
+        if verify:
+            _check_bytes(root / item.path, item.bytes, item.sha256, f"{root}/{item.path}")
+        items.append(item)
+    return items
+
+
 def host_dir_name(host: str) -> str:
     if not _SAFE_HOST.match(host):
         raise TargetError(f"host name {host!r} cannot name a folder")
@@ -211,13 +260,17 @@ def _check_item(hdir: Path, it: CaptureItem) -> None:
     where = f"{hdir}/{it.path}"
     if _item_path(it.source, it.snapshot, it.kind) != it.path:
         raise CorruptItemError("item path does not match its source", where=where)
+    _check_bytes(hdir / it.path, it.bytes, it.sha256, where)
+
+
+def _check_bytes(path: Path, size: int, sha256: str, where: str) -> None:
     try:
-        data = (hdir / it.path).read_bytes()
+        data = path.read_bytes()
     except OSError as exc:
         raise CorruptItemError(f"item missing or unreadable ({exc.strerror})", where=where) from exc
-    if len(data) != it.bytes:
-        raise CorruptItemError(f"item is {len(data)} bytes, index says {it.bytes} (truncated?)", where=where)
-    if hashlib.sha256(data).hexdigest() != it.sha256:
+    if len(data) != size:
+        raise CorruptItemError(f"item is {len(data)} bytes, index says {size} (truncated?)", where=where)
+    if hashlib.sha256(data).hexdigest() != sha256:
         raise CorruptItemError("item content does not match its sha256 (corrupt or edited)", where=where)
 
 
@@ -236,4 +289,5 @@ def load_capture(path: Path, *, verify: bool = True) -> Capture:
         root=root, format_version=version, created_at=meta.get("created_at", ""),
         tool_version=meta.get("tool_version", ""), interval_s=float(meta.get("interval_s") or 0),
         collectors=dict(meta.get("collectors", {})), targets=dict(meta.get("targets", {})), hosts=hosts,
+        inputs=_load_inputs(root, meta, verify),
     )

@@ -21,6 +21,7 @@ __all__ = [
     "Host",
     "HostCapture",
     "HostStatus",
+    "InputFile",
     "MetricSample",
     "Placement",
     "Severity",
@@ -169,9 +170,25 @@ class Capture:
     collectors: dict[str, int]  # name -> collector version
     targets: dict[str, Any]
     hosts: list[HostCapture]
+    inputs: list[InputFile] = field(default_factory=list)
 
     def host(self, name: str) -> HostCapture | None:
         return next((h for h in self.hosts if h.host == name), None)
+
+    def read_input(self, item: InputFile) -> bytes:
+        return (self.root / item.path).read_bytes()
+
+
+@dataclass
+class InputFile:
+    """A file given to fabricase rather than read on a host: a job's NCCL debug log, for instance."""
+
+    kind: str  # "nccl-log"
+    source: str  # where it was read from, as given
+    path: str  # relative to the capture directory: inputs/<kind>/<nnn>-<name>
+    bytes: int
+    sha256: str
+    truncated: bool = False
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from fabricase.capturedir import (
+    add_inputs,
     host_capture_from_stream,
     load_capture,
     prepare_capture_dir,
@@ -60,6 +62,7 @@ class CollectOptions:
     timeout_s: float | None = None  # per host; None: derived from the plan
     collectors: tuple[str, ...] = ()
     root: str = ""  # read host files under this folder (tests, golden host trees)
+    nccl_logs: tuple[str, ...] = ()  # globs of a job's NCCL_DEBUG=INFO output, copied into the capture
 
 
 def default_via(hosts: tuple[str, ...] | list[str]) -> str:
@@ -93,16 +96,32 @@ def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str) -> 
     write_host(root, hc, blobs)
 
 
+def expand_globs(patterns: tuple[str, ...], option: str) -> list[Path]:
+    """Files matching each pattern, sorted; a pattern that matches no file is an error naming it."""
+    import glob
+
+    found: list[Path] = []
+    for pattern in patterns:
+        matches = sorted(p for p in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(p))
+        if not matches:
+            raise TargetError(f"no file matches {pattern!r}", where=option)
+        found += [Path(m) for m in matches if Path(m) not in found]
+    return found
+
+
 def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
             on_host: Callable[[HostRun], None] | None = None) -> Capture:
     """Capture every target host into a new capture directory and load it back (verified)."""
     plan = _plan(opts)
+    nccl_logs = expand_globs(opts.nccl_logs, "--nccl-log")  # before any capture work: fail fast
     via = opts.via or default_via(targets.hosts)
     transport = get_transport(via)
     root = prepare_capture_dir(out_dir)
     created = utc_now()
     write_capture_meta(root, plan=plan, targets={**targets.describe(), "via": via},
                        hosts=list(targets.hosts), created_at=created)
+    if nccl_logs:
+        add_inputs(root, "nccl-log", nccl_logs)
     script = compile_script(plan)
     timeout = opts.timeout_s or _host_budget(plan)
 

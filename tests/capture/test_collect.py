@@ -143,3 +143,29 @@ def test_ctrl_c_keeps_what_was_gathered(tmp_path, fake_root, monkeypatch):
     hc = load_capture(out).host("localhost")
     assert hc.status == HostStatus.FAILED and hc.reason.startswith("interrupted")
     assert hc.item("/sys/class/net/eth1/statistics/rx_crc_errors", 1) is not None
+
+
+def test_nccl_logs_are_copied_listed_and_verified(tmp_path, fake_root):
+    logs = tmp_path / "job"
+    logs.mkdir()
+    (logs / "slurm-1.out").write_text("gpu001:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE\n")
+    (logs / "slurm-2.out").write_text("gpu002:2:2 [0] NCCL WARN oops\n")
+    out = tmp_path / "cap"
+    opts = CollectOptions(interval_s=0, root=str(fake_root), collectors=("netdev",),
+                          nccl_logs=(str(logs / "slurm-*.out"),))
+    cap = collect(Targets(hosts=("localhost",)), opts, out)
+    assert [(i.kind, Path(i.source).name, i.path) for i in cap.inputs] == [
+        ("nccl-log", "slurm-1.out", "inputs/nccl-log/000-slurm-1.out"),
+        ("nccl-log", "slurm-2.out", "inputs/nccl-log/001-slurm-2.out"),
+    ]
+    assert cap.read_input(cap.inputs[1]) == b"gpu002:2:2 [0] NCCL WARN oops\n"
+    (out / "inputs/nccl-log/001-slurm-2.out").write_text("edited\n")
+    with pytest.raises(CorruptItemError, match="001-slurm-2.out"):
+        load_capture(out)
+
+
+def test_a_log_glob_that_matches_nothing_fails_before_capturing(tmp_path, fake_root):
+    opts = CollectOptions(interval_s=0, root=str(fake_root), nccl_logs=(str(tmp_path / "none-*.log"),))
+    with pytest.raises(TargetError, match="no file matches"):
+        collect(Targets(hosts=("localhost",)), opts, tmp_path / "cap")
+    assert not (tmp_path / "cap").exists()

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from fabricase import __version__
 from fabricase.cli.output import err_console
 from fabricase.config import Paths, resolve_paths
-from fabricase.errors import CaptureInterrupted, FabricaseError
+from fabricase.errors import CaptureInterrupted, FabricaseError, TargetError
 from fabricase.models import Capture
 
 EXIT_PARTIAL = 3
@@ -88,6 +88,8 @@ def target_options(f):
                      help="Per-host capture time limit in seconds (default: derived from the collectors).")(f)
     f = click.option("--collector", "collectors", multiple=True,
                      help="Run only this collector (repeatable).")(f)
+    f = click.option("--nccl-log", "nccl_logs", multiple=True, metavar="GLOB",
+                     help="A job's NCCL_DEBUG=INFO output to attribute errors to hosts and NICs (repeatable).")(f)
     f = click.option("--root", "root", default="", hidden=True,
                      help="Read host files under this folder instead of / (golden host trees, tests).")(f)
     return f
@@ -101,9 +103,13 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
 
     targets = resolve_targets(target["hosts"], target["job"], target["replay"])
     if targets.replay is not None:
+        if target["nccl_logs"]:
+            raise TargetError("--nccl-log is copied into a new capture; it cannot be added to a replay",
+                              where="--nccl-log")
         return load_replay(targets.replay)
     opts = CollectOptions(via=target["via"], interval_s=target["interval"], since_s=int(target["since_h"] * 3600),
-                          timeout_s=target["timeout"], collectors=tuple(target["collectors"]), root=target["root"])
+                          timeout_s=target["timeout"], collectors=tuple(target["collectors"]), root=target["root"],
+                          nccl_logs=tuple(target["nccl_logs"]))
     if out_dir is None:
         from fabricase.capturedir import new_capture_dir
 
