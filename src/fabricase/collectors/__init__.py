@@ -16,11 +16,14 @@ COLLECTORS: dict[str, type[Collector]] = {
 }
 
 
-def select_collectors(names: list[str] | None = None) -> list[type[Collector]]:
-    """The collectors to run, in registry order; an unknown name lists the valid ones."""
-    if not names:
-        return list(COLLECTORS.values())
-    unknown = [n for n in names if n not in COLLECTORS]
+def select_collectors(names: list[str] | None = None, *, extra: tuple[str, ...] = ()) -> list[type[Collector]]:
+    """The collectors to run, in registry order: the named ones, or every default one plus `extra`.
+
+    An unknown name lists the valid ones. Opt-in collectors (perf tests) run only when named.
+    """
+    unknown = [n for n in (*(names or ()), *extra) if n not in COLLECTORS]
     if unknown:
         raise TargetError(f"unknown collector {unknown[0]!r}; valid: {', '.join(COLLECTORS)}")
-    return [c for n, c in COLLECTORS.items() if n in names]
+    if not names:
+        return [c for n, c in COLLECTORS.items() if not c.opt_in or n in extra]
+    return [c for n, c in COLLECTORS.items() if n in names or n in extra]

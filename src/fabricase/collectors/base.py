@@ -50,3 +50,5 @@ class Collector:
     commands: ClassVar[tuple[CommandSpec, ...]] = ()
     # Host paths any of which must exist for the collector to run there (empty: always runs).
     requires_any: ClassVar[tuple[str, ...]] = ()
+    # Runs only when asked for by name (or by --perf): it loads the host, it is not just a reading.
+    opt_in: ClassVar[bool] = False
