@@ -29,7 +29,8 @@ class CommandSpec:
     """A shell command line whose stdout is captured verbatim (stderr kept apart).
 
     The command runs under `timeout`; its output is cut at `cap` bytes (the item is marked truncated).
-    It may use $FC_TMP (a private scratch folder), $FC_SINCE_S (how far back logs should reach) and
+    It may use $FC_TMP (a private scratch folder), $FC_ROOT (prefix for host paths: empty on a real host,
+    a recorded host tree's folder under --root), $FC_SINCE_S (how far back logs should reach) and
     $FC_SNAPSHOT (0 or 1: which snapshot a counter command runs in).
     """
 

@@ -35,6 +35,7 @@ umask 077
 _fc_tmp="${TMPDIR:-/tmp}/fabricase.$$"
 rm -rf "$_fc_tmp" 2>/dev/null; mkdir "$_fc_tmp" || exit 70
 FC_TMP="$_fc_tmp"; export FC_TMP
+FC_ROOT="$_fc_root"; export FC_ROOT
 trap 'rm -rf "$_fc_tmp"' EXIT
 trap 'exit 130' INT TERM HUP
 if command -v timeout >/dev/null 2>&1; then _fc_has_timeout=1; else _fc_has_timeout=; fi
