@@ -63,6 +63,7 @@ class CollectOptions:
     collectors: tuple[str, ...] = ()
     root: str = ""  # read host files under this folder (tests, golden host trees)
     nccl_logs: tuple[str, ...] = ()  # globs of a job's NCCL_DEBUG=INFO output, copied into the capture
+    perf: bool = False  # also run the opt-in perf-test collector
 
 
 def default_via(hosts: tuple[str, ...] | list[str]) -> str:
@@ -72,7 +73,9 @@ def default_via(hosts: tuple[str, ...] | list[str]) -> str:
 def _plan(opts: CollectOptions) -> CapturePlan:
     if opts.interval_s < 0:
         raise TargetError("interval must be zero or more seconds", where="--interval")
-    return CapturePlan(collectors=tuple(select_collectors(list(opts.collectors))), interval_s=opts.interval_s,
+    extra = ("perf",) if opts.perf else ()
+    return CapturePlan(collectors=tuple(select_collectors(list(opts.collectors), extra=extra)),
+                       interval_s=opts.interval_s,
                        since_s=opts.since_s, root=opts.root)
 
 

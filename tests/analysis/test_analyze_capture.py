@@ -134,8 +134,10 @@ def test_kernel_log_findings(tmp_path):
     hc = write_host(tmp_path, "gpu002", {(0, "cmd:kernel-log"): KERNEL_LOG})
     assert analyze_host(hc) == [
         Finding(
-            "nvidia-xid", Severity.MAJOR, "gpu002", "pcie:0000:9b:00",
-            "GPU at PCI 0000:9b:00: Xid 45 x1, 79 x2 in the kernel log, last at 2026-11-29T23:00:03.000006+0000",
+            "nvidia-xid", Severity.CRITICAL, "gpu002", "pcie:0000:9b:00",
+            "GPU at PCI 0000:9b:00: Xid 45 ROBUST_CHANNEL_PREEMPTIVE_REMOVAL x1; "
+            "79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS x2 in the kernel log, "
+            "last at 2026-11-29T23:00:03.000006+0000",
             [Evidence("xid_45", 1, "events", None, "cmd:kernel-log", 0),
              Evidence("xid_79", 2, "events", None, "cmd:kernel-log", 0)],
             confidence=0.9,
@@ -171,9 +173,9 @@ def test_analyze_is_deterministic_and_order_independent(tmp_path):
         assert findings_to_json(analyze(make_capture(tmp_path, hosts))) == first
     kinds = [(f["severity"], f["host"], f["component"], f["kind"]) for f in json.loads(first)]
     assert kinds == [
+        ("critical", "gpu002", "pcie:0000:9b:00", "nvidia-xid"),  # Xid 79: fell off the bus (catalog)
         ("major", "gpu002", "netdev:eth2", "link-flap"),
         ("major", "gpu002", "netdev:eth2", "netdev-errors"),
-        ("major", "gpu002", "pcie:0000:9b:00", "nvidia-xid"),
         ("major", "gpu007", "host", "host-unreachable"),
         ("minor", "gpu002", "netdev:eth2", "kernel-link-down"),
     ]
@@ -200,7 +202,6 @@ def test_rules_are_registered_explicitly():
         "netdev_errors",
         "link_flap",
         "link_down",
-        "kernel_log_events",
     ]
 
 

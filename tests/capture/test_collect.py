@@ -26,7 +26,9 @@ def test_collect_writes_a_verifiable_capture_directory(tmp_path, fake_root):
     out = _collect(tmp_path, fake_root)
     meta = json.loads((out / "capture.json").read_text())
     assert meta["format"] == "fabricase-capture" and meta["format_version"] == 1
-    assert set(meta["collectors"]) == {"identity", "netdev", "netstat", "kernel_log"}
+    from fabricase.collectors import COLLECTORS
+
+    assert set(meta["collectors"]) == {n for n, c in COLLECTORS.items() if not c.opt_in}
     cap = load_capture(out)
     hc = cap.host("localhost")
     assert hc.status == HostStatus.OK and hc.transport == "local"

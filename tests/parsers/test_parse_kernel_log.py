@@ -66,14 +66,14 @@ def test_parse_kernel_log_counts_lines_and_keeps_classified():
 REAL_SAMPLES = [
     ("nvsentinel-tests/nvrm-xid-lines.txt", 19, {"nvidia-xid": 16}),
     ("nvsentinel-tests/nvswitch-sxid-lines.txt", 8, {"nvswitch-sxid": 8}),
-    ("nvsentinel-tests/mlx5_core-lines.txt", 8, {}),
+    ("nvsentinel-tests/mlx5_core-lines.txt", 8, {"nic-fatal": 3, "nic-warning": 5}),
     ("issues/nvrm-xid-144-145-149-94_gpud-pr-1160-1174.txt", 6, {"nvidia-xid": 6}),
     ("issues/nvrm-xid-145-149-45_gb200_open-gpu-kernel-modules-issue-1150.txt", 7, {"nvidia-xid": 7}),
     ("issues/pcie-aer_correctable_new-format_dasharo-coreboot-pr815.txt", 14, {"pcie-aer": 2}),
     ("issues/pcie-aer_corrected_older-format_archfan-coreboot-issue2.txt", 12, {"pcie-aer": 3}),
     ("leptonai-gpud/dmesg-with-xid-119.log", 43, {"nvidia-xid": 5}),
     ("leptonai-gpud/kmsg.1.log", 47, {}),
-    ("leptonai-gpud/pstore-dmesg.txt", 415, {"link-up": 1}),
+    ("leptonai-gpud/pstore-dmesg.txt", 415, {"link-up": 1, "nic-warning": 1}),
     ("leptonai-gpud/dmesg.decode.iso.log.1.lines2250-2362", 113, {"link-down": 3, "link-up": 2}),
 ]
 

@@ -6,14 +6,48 @@ Pure: the same capture gives the same findings, in the same order, on any machin
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
+from fabricase.analysis import ethernet, gpu, kernel, pcie, perf, rdma, rules
+from fabricase.analysis.nccl import nccl_findings
 from fabricase.analysis.netdev import netdev_samples
-from fabricase.analysis.rules import RULES
+from fabricase.analysis.rules import Rule
 from fabricase.errors import ParseError
-from fabricase.models import Capture, Finding, HostCapture
+from fabricase.models import Capture, Finding, HostCapture, MetricSample
 
-__all__ = ["analyze", "analyze_host", "findings_from_json", "findings_to_json", "sort_findings"]
+__all__ = [
+    "ANALYZERS",
+    "Analyzer",
+    "analyze",
+    "analyze_host",
+    "findings_from_json",
+    "findings_to_json",
+    "host_samples",
+    "sort_findings",
+]
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """One domain: how to turn a host's items into metric samples, and the rules that read them."""
+
+    name: str
+    samples: Callable[[HostCapture], list[MetricSample]]
+    rules: tuple[Rule, ...]
+
+
+# An explicit registry, in the flow's order. Every rule sees every domain's samples, so a rule may
+# correlate (an RDMA port and its netdev) without importing another domain.
+ANALYZERS: tuple[Analyzer, ...] = (
+    Analyzer("netdev", netdev_samples, tuple(rules.RULES)),
+    Analyzer("rdma", rdma.samples, tuple(rdma.RULES)),
+    Analyzer("ethernet", ethernet.samples, tuple(ethernet.RULES)),
+    Analyzer("pcie", pcie.samples, tuple(pcie.RULES)),
+    Analyzer("gpu", gpu.samples, tuple(gpu.RULES)),
+    Analyzer("kernel", lambda hc: [], tuple(kernel.RULES)),
+    Analyzer("perf", perf.samples, tuple(perf.RULES)),
+)
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
@@ -21,15 +55,34 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.sort_key, f.summary))
 
 
+def host_samples(hc: HostCapture) -> list[MetricSample]:
+    """Every normalized metric sample of one host, domain by domain."""
+    return [s for a in ANALYZERS for s in a.samples(hc)]
+
+
 def analyze_host(hc: HostCapture) -> list[Finding]:
     """Every rule's findings for one host, sorted."""
-    samples = netdev_samples(hc)
-    return sort_findings(finding for rule in RULES for finding in rule(hc, samples))
+    samples = host_samples(hc)
+    return sort_findings(finding for a in ANALYZERS for rule in a.rules for finding in rule(hc, samples))
+
+
+def _fleet_findings(capture: Capture) -> list[Finding]:
+    """Findings that need every host at once: perf outliers across hosts, and the job's NCCL logs."""
+    from fabricase.parsers.nccl_log import parse_nccl_log
+
+    records = [r for hc in capture.hosts for r in perf.perf_records(hc)]
+    logs = [
+        parse_nccl_log(capture.read_input(item).decode("utf-8", errors="replace"), source=item.path)
+        for item in capture.inputs
+        if item.kind == "nccl-log"
+    ]
+    return perf.perf_fleet_findings(records) + (nccl_findings(logs) if logs else [])
 
 
 def analyze(capture: Capture) -> list[Finding]:
-    """Findings for every host of a capture, sorted by Finding.sort_key; deterministic."""
-    return sort_findings(f for hc in capture.hosts for f in analyze_host(hc))
+    """Findings for every host of a capture, then the fleet-wide ones, sorted by Finding.sort_key; deterministic."""
+    per_host = [f for hc in capture.hosts for f in analyze_host(hc)]
+    return sort_findings(per_host + _fleet_findings(capture))
 
 
 def findings_to_json(findings: Iterable[Finding]) -> str:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 
-from fabricase.analysis._items import HostItems
 from fabricase.analysis.netdev import is_virtual
 from fabricase.models import Evidence, Finding, HostCapture, HostStatus, MetricSample, Severity
-from fabricase.parsers.kernel_log import KernelEvent, parse_kernel_log
 
 __all__ = [
     "ERROR_COUNTERS",
@@ -16,7 +14,6 @@ __all__ = [
     "RULES",
     "Rule",
     "host_unreachable",
-    "kernel_log_events",
     "link_down",
     "link_flap",
     "netdev_errors",
@@ -33,7 +30,6 @@ ERROR_COUNTERS = (
 MAJOR_ERROR_COUNTERS = frozenset({"rx_crc_errors", "rx_frame_errors"})
 _UNREACHABLE = frozenset({HostStatus.UNREACHABLE, HostStatus.TIMED_OUT, HostStatus.FAILED, HostStatus.AUTH_FAILED})
 _DOWN_STATES = frozenset({"down", "lowerlayerdown"})
-KERNEL_LOG = "cmd:kernel-log"
 
 
 def _interval_text(hc: HostCapture) -> str:
@@ -145,56 +141,4 @@ def link_down(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     return findings
 
 
-def _last_seen(events: list[KernelEvent]) -> str:
-    stamp = events[-1].timestamp
-    return f", last at {stamp}" if stamp else ""
-
-
-def _kernel_link_findings(hc: HostCapture, events: list[KernelEvent]) -> list[Finding]:
-    per_interface: dict[str, list[KernelEvent]] = defaultdict(list)
-    for event in events:
-        if event.kind in ("link-down", "link-up") and event.interface and not is_virtual(event.interface):
-            per_interface[event.interface].append(event)
-    findings = []
-    for interface in sorted(per_interface):
-        downs = [e for e in per_interface[interface] if e.kind == "link-down"]
-        if not downs:
-            continue
-        ups = len(per_interface[interface]) - len(downs)
-        back_up = ", came back up" if per_interface[interface][-1].kind == "link-up" else ""
-        summary = f"{interface}: {len(downs)} link-down message(s) in the kernel log{_last_seen(downs)}{back_up}"
-        evidence = [
-            Evidence("kernel_link_down_events", len(downs), "events", None, KERNEL_LOG, 0),
-            Evidence("kernel_link_up_events", ups, "events", None, KERNEL_LOG, 0),
-        ]
-        # The log reaches back before the capture (boot-time downs are normal), hence the lower confidence.
-        findings.append(
-            Finding("kernel-link-down", Severity.MINOR, hc.host, f"netdev:{interface}", summary, evidence, 0.7)
-        )
-    return findings
-
-
-def _xid_findings(hc: HostCapture, events: list[KernelEvent]) -> list[Finding]:
-    per_device: dict[str, list[KernelEvent]] = defaultdict(list)
-    for event in events:
-        if event.kind == "nvidia-xid" and event.device:
-            per_device[event.device].append(event)
-    findings = []
-    for device in sorted(per_device):
-        codes = Counter(e.code for e in per_device[device] if e.code is not None)
-        listed = ", ".join(f"{code} x{count}" for code, count in sorted(codes.items()))
-        summary = f"GPU at PCI {device}: Xid {listed} in the kernel log{_last_seen(per_device[device])}"
-        evidence = [
-            Evidence(f"xid_{code}", count, "events", None, KERNEL_LOG, 0) for code, count in sorted(codes.items())
-        ]
-        findings.append(Finding("nvidia-xid", Severity.MAJOR, hc.host, f"pcie:{device}", summary, evidence, 0.9))
-    return findings
-
-
-def kernel_log_events(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
-    """Network link-down messages (per interface) and NVIDIA Xid errors (per GPU) in the captured kernel log."""
-    events = parse_kernel_log(HostItems(hc).text(KERNEL_LOG, 0)).events
-    return _kernel_link_findings(hc, events) + _xid_findings(hc, events)
-
-
-RULES: list[Rule] = [host_unreachable, netdev_errors, link_flap, link_down, kernel_log_events]
+RULES: list[Rule] = [host_unreachable, netdev_errors, link_flap, link_down]

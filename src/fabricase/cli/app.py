@@ -88,6 +88,8 @@ def target_options(f):
                      help="Per-host capture time limit in seconds (default: derived from the collectors).")(f)
     f = click.option("--collector", "collectors", multiple=True,
                      help="Run only this collector (repeatable).")(f)
+    f = click.option("--perf", is_flag=True,
+                     help="Also run perf tests (nccl-tests, ib_write_bw loopback) where installed; loads the host.")(f)
     f = click.option("--nccl-log", "nccl_logs", multiple=True, metavar="GLOB",
                      help="A job's NCCL_DEBUG=INFO output to attribute errors to hosts and NICs (repeatable).")(f)
     f = click.option("--root", "root", default="", hidden=True,
@@ -109,7 +111,7 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
         return load_replay(targets.replay)
     opts = CollectOptions(via=target["via"], interval_s=target["interval"], since_s=int(target["since_h"] * 3600),
                           timeout_s=target["timeout"], collectors=tuple(target["collectors"]), root=target["root"],
-                          nccl_logs=tuple(target["nccl_logs"]))
+                          nccl_logs=tuple(target["nccl_logs"]), perf=target["perf"])
     if out_dir is None:
         from fabricase.capturedir import new_capture_dir
 

@@ -3,16 +3,34 @@
 from __future__ import annotations
 
 from fabricase.collectors.base import Collector, CommandSpec, FileSpec
+from fabricase.collectors.ethtool import EthtoolCollector
+from fabricase.collectors.fabric_config import FabricConfigCollector
 from fabricase.collectors.identity import IdentityCollector
 from fabricase.collectors.kernel_log import KernelLogCollector
 from fabricase.collectors.netdev import NetdevCollector
 from fabricase.collectors.netstat import NetstatCollector
+from fabricase.collectors.nvidia import NvidiaCollector
+from fabricase.collectors.pcie import PcieCollector
+from fabricase.collectors.perf import PerfCollector
+from fabricase.collectors.rdma import RdmaCollector
 from fabricase.errors import TargetError
 
 __all__ = ["COLLECTORS", "Collector", "CommandSpec", "FileSpec", "select_collectors"]
 
 COLLECTORS: dict[str, type[Collector]] = {
-    c.name: c for c in (IdentityCollector, NetdevCollector, NetstatCollector, KernelLogCollector)
+    c.name: c
+    for c in (
+        IdentityCollector,
+        NetdevCollector,
+        NetstatCollector,
+        RdmaCollector,
+        EthtoolCollector,
+        PcieCollector,
+        FabricConfigCollector,
+        NvidiaCollector,
+        KernelLogCollector,
+        PerfCollector,
+    )
 }
 
 

@@ -1,7 +1,9 @@
 """Kernel log lines (journalctl -k, dmesg in its several time formats, /dev/kmsg) -> classified events.
 
-Only the kinds that later stages act on are kept: network link down/up, NVIDIA Xid, NVSwitch SXid and PCIe
-AER. Every other line is counted, not returned.
+Only the kinds that later stages act on are kept: network link down/up, NVIDIA Xid (with the catalog's
+component as category), NVSwitch SXid, PCIe AER (by severity), a PCIe link trained below its capability, and
+NIC driver faults (firmware health/reset, command timeouts: "nic-fatal") and warnings (transmit timeouts,
+module temperature, cable unplugged: "nic-warning"). Every other line is counted, not returned.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from fabricase.parsers.xid import XidInfo, sxid_info, xid_info
 
 __all__ = ["KernelEvent", "KernelLog", "parse_kernel_line", "parse_kernel_log"]
 
@@ -44,6 +48,32 @@ _LINK = re.compile(
     r"(?:^|\s)(?P<iface>[A-Za-z][\w.@-]*):?\s+(?:NIC\s+)?Link\s+(?:is\s+)?(?P<state>[Dd]own|[Uu]p)\b", re.ASCII
 )
 _NOT_NETDEV = frozenset({"pciehp", "SATA", "PCIe"})
+# "NVLink: fatal error detected on link 14(...", "RLW_REMAP Nonfatal XC1 i0 Link 10 (", "Link 28 sourcetrack"
+_NVLINK = re.compile(r"\b[Ll]ink (?P<link>-?\d+)\b", re.ASCII)
+_FATALITY = re.compile(r"\b(?P<word>Non-?fatal|Fatal)\b", re.ASCII | re.IGNORECASE)
+_AER_CLASSES = (
+    (re.compile(r"Uncorrect\w* \(Non-Fatal\)|severity=Uncorrected \(Non-Fatal\)", re.I), "uncorrected-nonfatal"),
+    (re.compile(r"Uncorrect\w* \(Fatal\)|severity=Uncorrected \(Fatal\)", re.I), "uncorrected-fatal"),
+    (re.compile(r"\bCorrect(?:ed|able)\b", re.I), "corrected"),
+)
+_LIMITED = re.compile(rf"(?P<dev>{_BDF}): [\d.]+ Gb/s available PCIe bandwidth, limited by ", re.ASCII)
+_NIC_DRIVER = re.compile(r"\b(?:mlx[45]_\w+|efa|bnxt_\w+|irdma|ice)\b", re.ASCII)
+# NVIDIA NVSentinel treats the first group as fatal for the NIC (pkg/nicdriver/config.go; telemetry.md a.1.3).
+_NIC_FATAL = (
+    (re.compile(r"health compromised|poll_health.*miss count", re.I), "health-compromised"),
+    (re.compile(r"unrecoverable hardware error|\bsynd 0x[0-9a-f]+:", re.I), "unrecoverable-error"),
+    (re.compile(r"\b(?:fw|firmware) (?:fatal|reset)|sync[ _]reset|fw_reset|health recovery|device reset", re.I),
+     "firmware-reset"),
+    (re.compile(r"wait_func.*timeout|timeout\. Will cause a leak of a command resource", re.I), "command-timeout"),
+)
+_NIC_WARNING = (
+    (re.compile(r"NETDEV WATCHDOG: .*transmit queue \d+ timed out", re.I), "tx-timeout"),
+    (re.compile(r"Port module event.*(?:High|Over) Temperature|module.*overheat", re.I), "module-temperature"),
+    (re.compile(r"Cable unplugged", re.I), "cable-unplugged"),
+    (re.compile(r"insufficient power on the PCIe slot", re.I), "pcie-slot-power"),
+    (re.compile(r"\bACCESS_REG\(.*failed|mlx5_cmd_out_err", re.I), "command-error"),
+)
+_WATCHDOG_IF = re.compile(r"NETDEV WATCHDOG: (?P<iface>[\w.@-]+) ", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -51,9 +81,15 @@ class KernelEvent:
     """One classified kernel log line.
 
     timestamp: as logged (ISO 8601, ctime, or seconds since boot), None when the line had none.
-    kind: "link-down" | "link-up" | "nvidia-xid" | "nvswitch-sxid" | "pcie-aer".
+    kind: "link-down" | "link-up" | "nvidia-xid" | "nvswitch-sxid" | "pcie-aer" | "pcie-link-limited" |
+    "nic-fatal" | "nic-warning".
     device: PCI address as logged (Xid lines omit the function: "0000:3b:00"); interface: netdev name.
     code: the Xid/SXid number. line: 1-based line number in the log text.
+    category (derived, not compared): the catalog's component of an Xid/SXid (nvlink, pcie, memory, ...),
+    the AER class (corrected, uncorrected-nonfatal, uncorrected-fatal), the NIC fault (health-compromised,
+    unrecoverable-error, firmware-reset, command-timeout, tx-timeout, module-temperature, cable-unplugged,
+    pcie-slot-power, command-error) or "bandwidth-limited".
+    nvlink: the NVLink (GPU) or port (NVSwitch) an Xid/SXid names; fatal: the line's own Fatal/Non-fatal word.
     """
 
     timestamp: str | None
@@ -63,6 +99,18 @@ class KernelEvent:
     interface: str | None = None
     code: int | None = None
     line: int | None = None
+    category: str | None = field(default=None, compare=False)
+    nvlink: int | None = field(default=None, compare=False)
+    fatal: bool | None = field(default=None, compare=False)
+
+    @property
+    def xid(self) -> XidInfo | None:
+        """The catalog entry of an Xid or SXid event, else None."""
+        if self.code is None:
+            return None
+        if self.kind == "nvidia-xid":
+            return xid_info(self.code)
+        return sxid_info(self.code) if self.kind == "nvswitch-sxid" else None
 
 
 @dataclass
@@ -97,20 +145,55 @@ def _split_prefix(line: str) -> tuple[str | None, str]:
     return None, line
 
 
-def _classify(message: str) -> tuple[str, str | None, str | None, int | None] | None:
-    """(kind, device, interface, code) for a line worth keeping, else None."""
+def _first(patterns: tuple[tuple[re.Pattern[str], str], ...], message: str) -> str | None:
+    return next((name for pattern, name in patterns if pattern.search(message)), None)
+
+
+def _code_event(kind: str, match: re.Match[str], message: str) -> dict:
+    code = int(match.group("code"))
+    tail = message[match.end() :]
+    link = _NVLINK.search(tail)
+    fatality = _FATALITY.search(tail)
+    info = xid_info(code) if kind == "nvidia-xid" else sxid_info(code)
+    return {
+        "kind": kind, "device": match.group("dev"), "code": code, "category": info.component,
+        "nvlink": int(link.group("link")) if link and not link.group("link").startswith("-") else None,
+        "fatal": None if fatality is None else not fatality.group("word").lower().startswith("non"),
+    }  # fmt: skip
+
+
+def _nic_event(message: str) -> dict | None:
+    if not _NIC_DRIVER.search(message) and "NETDEV WATCHDOG" not in message:
+        return None
+    for kind, patterns in (("nic-fatal", _NIC_FATAL), ("nic-warning", _NIC_WARNING)):
+        category = _first(patterns, message)
+        if category is not None:
+            device = _LEADING_BDF.match(message)
+            watchdog = _WATCHDOG_IF.search(message)
+            return {"kind": kind, "device": device.group("dev") if device else None, "category": category,
+                    "interface": watchdog.group("iface") if watchdog else None}
+    return None
+
+
+def _classify(message: str) -> dict | None:
+    """The KernelEvent fields (beyond time, message and line) of a line worth keeping, else None."""
     if match := _XID.search(message):
-        return "nvidia-xid", match.group("dev"), None, int(match.group("code"))
+        return _code_event("nvidia-xid", match, message)
     if match := _SXID.search(message):
-        return "nvswitch-sxid", match.group("dev"), None, int(match.group("code"))
+        return _code_event("nvswitch-sxid", match, message)
     if _AER.search(message):
         source = _AER_SOURCE.search(message) or _LEADING_BDF.match(message)
-        return "pcie-aer", source.group("dev") if source else None, None, None
+        return {"kind": "pcie-aer", "device": source.group("dev") if source else None,
+                "category": _first(_AER_CLASSES, message)}
+    if match := _LIMITED.search(message):
+        return {"kind": "pcie-link-limited", "device": match.group("dev"), "category": "bandwidth-limited"}
+    if nic := _nic_event(message):
+        return nic
     match = _LINK.search(message)
     if match and match.group("iface") not in _NOT_NETDEV:
         kind = "link-down" if match.group("state").lower() == "down" else "link-up"
         device = _LEADING_BDF.match(message[: match.start("iface")] + " ")
-        return kind, device.group("dev") if device else None, match.group("iface"), None
+        return {"kind": kind, "device": device.group("dev") if device else None, "interface": match.group("iface")}
     return None
 
 
@@ -120,8 +203,7 @@ def parse_kernel_line(line: str, line_no: int | None = None) -> KernelEvent | No
     found = _classify(message)
     if found is None:
         return None
-    kind, device, interface, code = found
-    return KernelEvent(timestamp, message, kind, device, interface, code, line_no)
+    return KernelEvent(timestamp, message, line=line_no, **found)
 
 
 def parse_kernel_log(text: str | None) -> KernelLog:

@@ -1,0 +1,306 @@
+"""The Ethernet side of RoCE: ethtool counters normalized across drivers (docs/counters-ethernet.md), link and
+module gauges, and the rules phy-errors, pfc-storm, nic-discards and link-speed-downshift."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from fabricase.analysis._items import HostItems
+from fabricase.analysis.rates import counter_delta
+from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
+from fabricase.parsers.ethtool import (
+    parse_ethtool_driver,
+    parse_ethtool_fec,
+    parse_ethtool_link,
+    parse_ethtool_module,
+    parse_ethtool_stats,
+    split_sections,
+)
+from fabricase.parsers.sysfs import parse_sysfs_str
+
+__all__ = ["ETHTOOL_MAP", "PFC_PAUSE_SHARE", "RULES", "link_speed_downshift", "nic_discards", "pfc_storm",
+           "phy_errors", "samples"]
+
+STATS, LINK, FEC, DRIVER, MODULE = (f"cmd:ethtool-{k}" for k in ("stats", "link", "fec", "driver", "module"))
+_P = range(8)
+
+
+def _per_prio(*templates: str) -> tuple[str, ...]:
+    return tuple(t.format(p=p) for t in templates for p in _P)
+
+
+# normalized metric -> alternatives, tried in order: the first with any counter present is used, its present counters
+# summed. "{p}" makes one metric per priority, "<metric>.p<p>". Vendors: mlx5, bnxt_en, ice (".nic"), i40e ("port.").
+_TEMPLATES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "link.down_events": (("link_down_events_phy",), ("link_down_events",)),
+    "phy.symbol_errors_uncorrected": (("rx_pcs_symbol_err_phy",), ("rx_pcs_symbol_err",)),
+    "phy.symbol_error_frames": (("rx_symbol_err_phy",),),
+    "phy.fcs_errors": (("rx_crc_errors_phy",), ("rx_fcs_err_frames",), ("rx_crc_errors.nic",), ("port.rx_crc_errors",)),
+    "phy.fec_corrected_bits": (("rx_corrected_bits_phy",), ("rx_corrected_bits",)),
+    "phy.fec_corrected_blocks": (("rx_fec_corrected_blocks",),),
+    "phy.fec_uncorrectable_blocks": (("rx_fec_uncorrectable_blocks",),),
+    "phy.rx_bits": (("rx_bits_phy",), ("rx_bits",)),
+    "rx.discards_nobuf_port": (("rx_discards_phy",), _per_prio("rx_discard_packets_cos{p}"), ("rx_dropped.nic",),
+                               ("port.rx_dropped",)),
+    "rx.discards_nobuf_host": (("rx_out_of_buffer", "dev_out_of_buffer", *_per_prio("rx_prio{p}_buf_discard")),
+                               ("rx_total_ring_discards",)),
+    "tx.discards": (("tx_discards_phy",), ("tx_stat_discard",)),
+    "rx.buffer_overrun": (("rx_buffer_passed_thres_phy",), ("rx_buffer_passed_threshold",)),
+    "pause.rx_frames": (("rx_pause_ctrl_phy",), ("rx_pause_frames",), ("link_xoff_rx.nic",), ("port.link_xoff_rx",)),
+    "pause.tx_frames": (("tx_pause_ctrl_phy",), ("tx_pause_frames",), ("link_xoff_tx.nic",), ("port.link_xoff_tx",)),
+    "pfc.pause_storm_events": (("tx_pause_storm_warning_events", "tx_pause_storm_error_events"),
+                               ("continuous_pause_events", "continuous_roce_pause_events")),
+    "ecn.rx_marked": (("np_ecn_marked_roce_packets",), ("rx_ecn_marked_pkts",), _per_prio("rx_prio{p}_marked")),
+    "cnp.sent": (("np_cnp_sent",), ("tx_cnp_pkts",)),
+    "cnp.handled": (("rp_cnp_handled",), ("rx_cnp_pkts",)),
+    "pcie.nic_signal_integrity": (("rx_pci_signal_integrity", "tx_pci_signal_integrity"),),
+    "pfc.rx_pause_frames.p{p}": (("rx_prio{p}_pause",), ("rx_pfc_ena_frames_pri{p}",), ("rx_priority_{p}_xoff.nic",),
+                                 ("port.rx_priority_{p}_xoff",)),
+    "pfc.tx_pause_frames.p{p}": (("tx_prio{p}_pause",), ("tx_pfc_ena_frames_pri{p}",), ("tx_priority_{p}_xoff.nic",),
+                                 ("port.tx_priority_{p}_xoff",)),
+    "pfc.rx_pause_us.p{p}": (("rx_prio{p}_pause_duration",), ("pfc_pri{p}_rx_duration_us",)),
+    "pfc.tx_pause_us.p{p}": (("tx_prio{p}_pause_duration",), ("pfc_pri{p}_tx_duration_us",)),
+    "pfc.rx_transitions.p{p}": (("rx_prio{p}_pause_transition",), ("pfc_pri{p}_rx_transitions",)),
+    "pfc.tx_transitions.p{p}": (("pfc_pri{p}_tx_transitions",),),
+    "ecn.rx_marked.p{p}": (("rx_prio{p}_marked",),),
+}
+ETHTOOL_MAP: dict[str, tuple[tuple[str, ...], ...]] = {
+    metric.format(p=p): tuple(tuple(name.format(p=p) for name in alt) for alt in alternatives)
+    for metric, alternatives in _TEMPLATES.items()
+    for p in (_P if "{p}" in metric else (None,))
+}
+
+# Per-queue and per-ring counters (mlx5 rx3_packets, ch0_events; bnxt "[0]: ..."; i40e rx-0.rx_bytes; ena
+# queue_0_tx_cnt): thousands on a many-channel NIC, kept in the capture but not turned into samples.
+_PER_QUEUE = re.compile(r"(?:rx|tx|ch|xdp|ptp|qos_tx)\d+_|\[\d+\]|(?:rx|tx)-\d+\.|queue_\d+_|(?:rx|tx)_queue_\d+_")
+PHY_ERROR_METRICS = ("phy.symbol_errors_uncorrected", "phy.fcs_errors", "phy.symbol_error_frames",
+                     "phy.fec_uncorrectable_blocks")
+DISCARD_METRICS = ("rx.discards_nobuf_port", "rx.discards_nobuf_host", "tx.discards")
+# Heuristic (not in telemetry.md e.2): a priority paused for a tenth of the interval is a congestion spreading
+# problem a fabric engineer wants to see; lossless RoCE fabrics that work show pause well below 1%.
+PFC_PAUSE_SHARE = 0.10
+
+
+def _unit(metric: str) -> str:
+    if metric.startswith(("pfc.rx_pause_us", "pfc.tx_pause_us")):
+        return "us"
+    for word, unit in (("bits", "bits"), ("events", "events"), ("blocks", "blocks"), ("pause_frames", "frames"),
+                       ("pause.", "frames"), ("transitions", "transitions"), ("symbol_errors", "symbols"),
+                       ("frames", "frames"), ("fcs", "frames"), ("signal_integrity", "errors")):
+        if word in metric:
+            return unit
+    return "packets"
+
+
+def _sum(counters: dict[str, int] | None, names: tuple[str, ...]) -> int | None:
+    if counters is None or not all(n in counters for n in names):
+        return None
+    return sum(counters[n] for n in names)
+
+
+def normalize(c0: dict[str, int] | None, c1: dict[str, int] | None) -> dict[str, tuple[str, ...]]:
+    """{normalized metric: the raw counters behind it} for one port, chosen from its latest snapshot."""
+    latest = c1 if c1 else (c0 or {})
+    chosen = {}
+    for metric, alternatives in ETHTOOL_MAP.items():
+        for alt in alternatives:
+            present = tuple(n for n in alt if n in latest)
+            if present:
+                chosen[metric] = present
+                break
+    return chosen
+
+
+def _sections(items: HostItems, source: str, snapshot: int = 0) -> dict[str, str]:
+    return split_sections(items.text(source, snapshot))[0]
+
+
+def _counter_samples(hc: HostCapture, port: str, c0: dict | None, c1: dict | None) -> list[MetricSample]:
+    component, out, interval = f"netdev:{port}", [], hc.interval_s
+
+    def sample(metric: str, v0: int | None, v1: int | None, unit: str) -> MetricSample:
+        d = counter_delta(v0, v1, interval)
+        return MetricSample(hc.host, component, metric, v1 if v1 is not None else v0, unit, STATS, d.delta, d.rate,
+                            d.note)
+
+    for metric, raws in normalize(c0, c1).items():
+        out.append(sample(metric, _sum(c0, raws), _sum(c1, raws), _unit(metric)))
+    for name in sorted(set(c0 or ()) | set(c1 or ())):
+        if not _PER_QUEUE.match(name):
+            out.append(sample(f"raw:{name}", (c0 or {}).get(name), (c1 or {}).get(name), "count"))
+    by_metric = {s.metric: s for s in out}
+    bits = by_metric.get("phy.rx_bits")
+    if bits is not None and bits.delta:
+        for ber, errors in (("phy.ber_post_fec", "phy.symbol_errors_uncorrected"),
+                            ("phy.ber_pre_fec", "phy.fec_corrected_bits")):
+            numerator = by_metric.get(errors)
+            if numerator is not None and numerator.delta is not None:
+                out.append(MetricSample(hc.host, component, ber, numerator.delta / bits.delta, "ratio", STATS))
+    return out
+
+
+def _gauge_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
+    out = []
+    for port, text in _sections(items, LINK).items():
+        link, component = parse_ethtool_link(text), f"netdev:{port}"
+        if link.speed_mbps is not None:
+            out.append(MetricSample(hc.host, component, "link.speed_gbps", link.speed_mbps / 1000, "Gb/s", LINK))
+        if link.lanes is not None:
+            out.append(MetricSample(hc.host, component, "link.lanes", link.lanes, "lanes", LINK))
+        if link.link_detected is not None:
+            out.append(MetricSample(hc.host, component, "link.detected", int(link.link_detected), "flag", LINK))
+    for port, text in _sections(items, FEC).items():
+        active = parse_ethtool_fec(text).active
+        if active is not None:  # a mode is a word, not a number: value None, the mode in note
+            out.append(MetricSample(hc.host, f"netdev:{port}", "link.fec", None, "mode", FEC, note=active))
+    for port, text in _sections(items, MODULE).items():
+        module, component = parse_ethtool_module(text), f"netdev:{port}"
+        for metric, value, unit in (("module.temperature_c", module.temperature_c, "C"),
+                                    ("module.voltage_v", module.voltage_v, "V")):
+            if value is not None:
+                out.append(MetricSample(hc.host, component, metric, value, unit, MODULE))
+        for direction, powers in (("rx", module.rx_power_mw), ("tx", module.tx_power_mw)):
+            for lane, mw in sorted(powers.items()):
+                metric = f"module.{direction}_power_mw.lane{lane}"
+                out.append(MetricSample(hc.host, component, metric, mw, "mW", MODULE))
+    return out
+
+
+def samples(hc: HostCapture) -> list[MetricSample]:
+    """Every ethtool metric of the host's physical ports, by port: normalized counters (value, delta, rate),
+    `raw:<driver name>` for each port-level counter, derived BER, link and module gauges."""
+    items = HostItems(hc)
+    s0, s1 = _sections(items, STATS, 0), _sections(items, STATS, 1)
+    out: list[MetricSample] = []
+    for port in sorted(set(s0) | set(s1)):
+        c0 = parse_ethtool_stats(s0[port]) if port in s0 else None
+        c1 = parse_ethtool_stats(s1[port]) if port in s1 else None
+        out += _counter_samples(hc, port, c0, c1)
+    return out + _gauge_samples(hc, items)
+
+
+def _ports(samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+    ports: dict[str, dict[str, MetricSample]] = defaultdict(dict)
+    for s in samples:
+        if s.component.startswith("netdev:") and s.source and s.source.startswith("cmd:ethtool-"):
+            ports[s.component.removeprefix("netdev:")][s.metric] = s
+    return {port: ports[port] for port in sorted(ports)}
+
+
+def _grown(metrics: dict[str, MetricSample], name: str) -> MetricSample | None:
+    s = metrics.get(name)
+    return s if s is not None and s.delta is not None and s.delta > 0 else None
+
+
+def _named(metrics: dict[str, MetricSample], sample: MetricSample) -> str:
+    """The increase in the driver's own words: "rx_pcs_symbol_err_phy +120 (12/s)"."""
+    raws = [r for alt in ETHTOOL_MAP.get(sample.metric, ()) for r in alt if _grown(metrics, f"raw:{r}")]
+    parts = [metrics[f"raw:{r}"] for r in raws] or [sample]
+    return ", ".join(f"{p.metric.removeprefix('raw:')} +{p.delta}" + (f" ({p.rate:.3g}/s)" if p.rate else "")
+                     for p in parts)
+
+
+def _within(hc: HostCapture) -> str:
+    return f"in {hc.interval_s:g} s" if hc.interval_s else "between snapshots"
+
+
+def _evidence(sample: MetricSample) -> Evidence:
+    return Evidence(f"{sample.metric}.delta", sample.delta, sample.unit, 0, sample.source, 1)
+
+
+def _counter_rule(hc: HostCapture, samples: list[MetricSample], metrics_checked: tuple[str, ...], kind: str,
+                  severity: Severity, confidence: float, extra=None) -> list[Finding]:
+    findings = []
+    for port, metrics in _ports(samples).items():
+        grown = [s for name in metrics_checked if (s := _grown(metrics, name))]
+        if not grown:
+            continue
+        summary = f"{port}: " + ", ".join(_named(metrics, s) for s in grown) + f" {_within(hc)}"
+        evidence = [_evidence(s) for s in grown]
+        if extra:
+            summary, evidence = extra(metrics, summary, evidence)
+        conf = 0.8 if any(s.note == "wrap" for s in grown) else confidence
+        findings.append(Finding(kind, severity, hc.host, f"netdev:{port}", summary, evidence, conf))
+    return findings
+
+
+def _ber(metrics, summary, evidence):
+    ber = metrics.get("phy.ber_post_fec")
+    if ber is not None and ber.value:
+        summary += f"; post-FEC BER {ber.value:.2g}"
+        evidence.append(Evidence("phy.ber_post_fec", ber.value, "ratio", 1e-12, ber.source, 1))
+    return summary, evidence
+
+
+def phy_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """Uncorrected symbol errors, FCS errors or uncorrectable FEC blocks rose on a port: cable, transceiver, far end."""
+    return _counter_rule(hc, samples, PHY_ERROR_METRICS, "phy-errors", Severity.MAJOR, 0.95, _ber)
+
+
+def nic_discards(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """The NIC dropped packets for lack of port or host buffers, or discarded on transmit."""
+    return _counter_rule(hc, samples, DISCARD_METRICS, "nic-discards", Severity.MINOR, 0.8)
+
+
+def pfc_storm(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """Pause-storm events, or a priority paused for more than PFC_PAUSE_SHARE of the interval."""
+    findings = []
+    for port, metrics in _ports(samples).items():
+        parts, evidence = [], []
+        storm = _grown(metrics, "pfc.pause_storm_events")
+        if storm:
+            parts.append("pause storm: " + _named(metrics, storm))
+            evidence.append(_evidence(storm))
+        for direction, meaning in (("rx", "received: the network could not absorb this port's traffic"),
+                                   ("tx", "sent: this host could not absorb the network's traffic")):
+            for p in _P:
+                paused = _grown(metrics, f"pfc.{direction}_pause_us.p{p}")
+                if paused is None or not hc.interval_s:
+                    continue
+                # ethtool runs a moment after the snapshot mark, so a short interval can hold more than itself
+                share = min(paused.delta / (hc.interval_s * 1e6), 1.0)
+                if share > PFC_PAUSE_SHARE:
+                    parts.append(f"priority {p} paused {share:.0%} of {hc.interval_s:g} s by pause frames {meaning}")
+                    evidence.append(_evidence(paused))
+                    evidence.append(Evidence(f"pfc.{direction}_pause_share.p{p}", round(share, 4), "ratio",
+                                             PFC_PAUSE_SHARE, STATS, 1))
+        if parts:
+            summary = f"{port}: " + "; ".join(parts)
+            findings.append(Finding("pfc-storm", Severity.MAJOR, hc.host, f"netdev:{port}", summary, evidence, 0.9))
+    return findings
+
+
+def link_speed_downshift(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """A linked port slower than the fastest linked port of the same driver and PCI device id on the host."""
+    items = HostItems(hc)
+    links = {port: parse_ethtool_link(text) for port, text in _sections(items, LINK).items()}
+    drivers = {port: parse_ethtool_driver(text).driver for port, text in _sections(items, DRIVER).items()}
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for port, link in links.items():
+        if link.link_detected and link.speed_mbps:
+            device = parse_sysfs_str(items.text(f"/sys/class/net/{port}/device/device"))
+            groups[(drivers.get(port), device)].append(port)
+    findings = []
+    for (driver, _), ports in sorted(groups.items(), key=lambda kv: kv[1]):
+        top = max(links[p].speed_mbps for p in ports)
+        at_top = sum(links[p].speed_mbps == top for p in ports)
+        for port in ports:
+            link = links[port]
+            if link.speed_mbps >= top:
+                continue
+            lanes = f", {link.lanes} lanes" if link.lanes else ""
+            summary = (f"{port}: link at {link.speed_mbps / 1000:g} Gb/s{lanes}; {at_top} other "
+                       f"{driver or 'same-driver'} port(s) on this host run at {top / 1000:g} Gb/s")
+            evidence = [Evidence("link.speed_gbps", link.speed_mbps / 1000, "Gb/s", top / 1000, LINK, 0)]
+            if link.lanes is not None:
+                peer_lanes = {links[p].lanes for p in ports if links[p].speed_mbps == top} - {None}
+                if len(peer_lanes) == 1:
+                    evidence.append(Evidence("link.lanes", link.lanes, "lanes", peer_lanes.pop(), LINK, 0))
+            confidence = 0.9 if at_top >= 2 else 0.6
+            findings.append(Finding("link-speed-downshift", Severity.MAJOR, hc.host, f"netdev:{port}", summary,
+                                    evidence, confidence))
+    return findings
+
+
+RULES = [phy_errors, pfc_storm, nic_discards, link_speed_downshift]

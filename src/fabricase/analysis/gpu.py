@@ -1,0 +1,412 @@
+"""GPU fabric metrics of one host (nvidia-smi, NVLink, NVSwitch, Fabric Manager, IMEX, DCGM) and the rules
+over them. Components: gpu:<index>, nvlink:<gpu>/<link>, nvswitch:<pci address>, fabric-manager, imex, host."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from fabricase.analysis._items import HostItems
+from fabricase.analysis.rates import counter_delta
+from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
+from fabricase.parsers.dcgm import parse_dcgmi_health
+from fabricase.parsers.fabric_manager import parse_daemon_log, parse_fabric_manager_state
+from fabricase.parsers.imex import parse_imex_status
+from fabricase.parsers.nvidia_smi import NvidiaSmiReport, normalize_pci, parse_nvidia_smi_q, parse_nvidia_smi_xml
+from fabricase.parsers.nvlink import NVLINK_COUNTERS, parse_nvlink_errors, parse_nvlink_status
+
+__all__ = [
+    "NVLINK_STATUS", "NVSWITCH_PROCFS", "RULES", "SMI_TEXT", "SMI_XML", "dcgm_health", "fabric_manager_down",
+    "gpu_fabric_unhealthy", "gpu_memory_remap", "gpu_pcie_downgraded", "gpu_samples", "imex_unhealthy",
+    "nvidia_smi_report", "nvlink_errors", "nvlink_inactive", "nvswitch_fm_errors", "samples",
+]  # fmt: skip
+
+SMI_XML, SMI_TEXT = "cmd:nvidia-smi-xml", "cmd:nvidia-smi-q"
+NVLINK_STATUS, NVLINK_ERRORS = "cmd:nvlink-status", "cmd:nvlink-errors"
+NVSWITCH_PROCFS = "/proc/driver/nvidia-nvswitch/devices/"
+_FABRIC_OK = {"state": "Completed", "status": "Success"}
+_HEALTH_OK = {"n/a", "healthy", "false", "no", "none", "full", "not degraded", ""}
+
+
+# ---------------------------------------------------------------------------------------------- samples
+
+
+def nvidia_smi_report(items: HostItems) -> tuple[NvidiaSmiReport | None, str | None]:
+    """The XML report when it has GPUs, else the text one; a GPU whose XML lacks the Fabric section (older
+    XML schemas) takes it from the text. Returns (report, source item)."""
+    xml_text = items.text(SMI_XML)
+    xml = parse_nvidia_smi_xml(xml_text) if xml_text else None
+    if xml and xml.gpus and all(g.fabric is not None for g in xml.gpus):
+        return xml, SMI_XML  # the text says nothing more that analysis uses: skip parsing it
+    q_text = items.text(SMI_TEXT)
+    text = parse_nvidia_smi_q(q_text) if q_text else None
+    if xml and xml.gpus:
+        for gpu in xml.gpus:
+            twin = text.gpu_at(gpu.bus_id) if text else None
+            if gpu.fabric is None and twin is not None:
+                gpu.fabric = twin.fabric
+        return xml, SMI_XML
+    if text and text.gpus:
+        return text, SMI_TEXT
+    return None, None
+
+
+def _gpu_samples(hc: HostCapture, report: NvidiaSmiReport, source: str) -> list[MetricSample]:
+    out = []
+    for gpu in report.gpus:
+        comp = f"gpu:{gpu.index}"
+
+        def add(metric, value, unit, note=None, comp=comp):
+            out.append(MetricSample(hc.host, comp, metric, value, unit, source, note=note))
+
+        add("gpu.pci_address", None, "address", gpu.bus_id)
+        add("gpu.name", None, "name", gpu.name)
+        add("gpu.performance_state", None, "state", gpu.performance_state)
+        for metric, value, unit in (
+            ("pcie.link_gen", gpu.pcie_gen_current, "gen"), ("pcie.link_gen_max", gpu.pcie_gen_max, "gen"),
+            ("pcie.link_width", gpu.pcie_width_current, "lanes"),
+            ("pcie.link_width_max", gpu.pcie_width_max, "lanes"), ("pcie.replays", gpu.pcie_replays, "replays"),
+            ("gpu.remapped_rows_correctable", gpu.remapped_rows_correctable, "rows"),
+            ("gpu.remapped_rows_uncorrectable", gpu.remapped_rows_uncorrectable, "rows"),
+            ("gpu.remapped_rows_pending", _bit(gpu.remapped_rows_pending), "flag"),
+            ("gpu.remapped_rows_failure", _bit(gpu.remapped_rows_failure), "flag"),
+            ("gpu.retired_pages_pending", _bit(gpu.retired_pages_pending), "flag"),
+            ("gpu.temperature", gpu.temperature_c, "C"), ("gpu.power_draw", gpu.power_draw_w, "W"),
+        ):  # fmt: skip
+            add(metric, value, unit)
+        for name, value in sorted(gpu.ecc.items()):
+            add(f"ecc.{name}", value, "errors")
+        if gpu.fabric is not None:
+            add("fabric.state", None, "state", gpu.fabric.state)
+            add("fabric.status", None, "state", gpu.fabric.status)
+            add("fabric.clique_id", gpu.fabric.clique_id, "id")
+            add("fabric.cluster_uuid", None, "id", gpu.fabric.cluster_uuid)
+            for name, value in sorted(gpu.fabric.health.items()):
+                add(f"fabric.health.{name}", None, "state", value)
+    return out
+
+
+def _bit(flag: bool | None) -> int | None:
+    return None if flag is None else int(flag)
+
+
+def _nvlink_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
+    out = []
+    status = parse_nvlink_status(items.text(NVLINK_STATUS))
+    for gpu in status.gpus.values():
+        if gpu.links or gpu.all_inactive:
+            active = sum(link.state == "active" for link in gpu.links.values())
+            out.append(MetricSample(hc.host, f"gpu:{gpu.index}", "nvlink.links_active", active, "links",
+                                    NVLINK_STATUS, note="all inactive" if gpu.all_inactive else None))  # fmt: skip
+        for link in gpu.links.values():
+            comp = f"nvlink:{gpu.index}/{link.link}"
+            up = None if link.state is None else int(link.state == "active")
+            out.append(MetricSample(hc.host, comp, "nvlink.link_state", up, "flag", NVLINK_STATUS, note=link.state))
+            if link.speed_gbps is not None:
+                out.append(MetricSample(hc.host, comp, "nvlink.link_speed_gbps", link.speed_gbps, "GB/s",
+                                        NVLINK_STATUS))  # fmt: skip
+    first, last = (parse_nvlink_errors(items.text(NVLINK_ERRORS, s)) for s in (0, 1))
+    for index in sorted(set(first.gpus) | set(last.gpus)):
+        links0 = first.gpus[index].links if index in first.gpus else {}
+        links1 = last.gpus[index].links if index in last.gpus else {}
+        for number in sorted(set(links0) | set(links1)):
+            c0 = links0[number].counters if number in links0 else {}
+            c1 = links1[number].counters if number in links1 else {}
+            for name in sorted(set(c0) | set(c1)):
+                metric = NVLINK_COUNTERS.get(name.lower(), f"raw:{name}")
+                d = counter_delta(c0.get(name), c1.get(name), hc.interval_s)
+                value = c1.get(name, c0.get(name))
+                out.append(MetricSample(hc.host, f"nvlink:{index}/{number}", metric, value, "errors", NVLINK_ERRORS,
+                                        d.delta, d.rate, d.note))  # fmt: skip
+    return out
+
+
+def _daemon_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
+    out = []
+    for source in items.sources(NVSWITCH_PROCFS):
+        address = normalize_pci(source[len(NVSWITCH_PROCFS) :].split("/", 1)[0])
+        bios = (items.text(source) or "").partition(":")[2].strip() or None
+        out.append(MetricSample(hc.host, f"nvswitch:{address}", "nvswitch.present", 1, "flag", source, note=bios))
+    state = parse_fabric_manager_state(items.text("cmd:fabric-manager"))
+    if state.active is not None:  # no systemctl (a container, a minimal VM): the state is unknown, not "down"
+        out.append(MetricSample(hc.host, "fabric-manager", "fabric_manager.state", None, "state",
+                                "cmd:fabric-manager", note=state.active))  # fmt: skip
+    if state.version:
+        out.append(MetricSample(hc.host, "fabric-manager", "fabric_manager.version", None, "version",
+                                "cmd:fabric-manager", note=state.version))  # fmt: skip
+    log_text = items.text("cmd:fabric-manager-log")
+    if log_text:
+        log = parse_daemon_log(log_text)
+        out.append(MetricSample(hc.host, "fabric-manager", "fabric_manager.log_errors", log.levels.get("ERROR", 0),
+                                "entries", "cmd:fabric-manager-log"))  # fmt: skip
+        per_switch: dict[tuple[str, str], int] = defaultdict(int)
+        for event in log.events:
+            if event.kind == "nvswitch-error" and event.nvswitch:
+                per_switch[(event.nvswitch, "fatal" if event.fatal else "nonfatal")] += 1
+        for (switch, fatality), count in sorted(per_switch.items()):
+            out.append(MetricSample(hc.host, f"nvswitch:{switch}", f"nvswitch.fm_{fatality}_errors", count,
+                                    "entries", "cmd:fabric-manager-log"))  # fmt: skip
+    imex_text = items.text("cmd:imex-status")
+    if imex_text and imex_text.strip():
+        imex = parse_imex_status(imex_text)
+        for metric, value, unit, note in (
+            ("imex.domain_state", None, "state", imex.domain_state or (imex.errors[0] if imex.errors else None)),
+            ("imex.nodes", len(imex.nodes), "nodes", None),
+            ("imex.nodes_ready", len(imex.nodes) - len(imex.not_ready), "nodes", None),
+            ("imex.connections_broken", len(imex.broken_connections), "connections", None),
+        ):  # fmt: skip
+            out.append(MetricSample(hc.host, "imex", metric, value, unit, "cmd:imex-status", note=note))
+    health_text = items.text("cmd:dcgm-health")
+    if health_text and health_text.strip():
+        health = parse_dcgmi_health(health_text)
+        out.append(MetricSample(hc.host, "host", "dcgm.health", None, "state", "cmd:dcgm-health", note=health.overall))
+        for entity, word in sorted(health.entities.items()):
+            kind, _, number = entity.partition(" ")
+            comp = f"gpu:{number}" if kind == "GPU" else f"nvswitch:{number}"
+            out.append(MetricSample(hc.host, comp, "dcgm.health", None, "state", "cmd:dcgm-health", note=word))
+    return out
+
+
+def gpu_samples(hc: HostCapture) -> list[MetricSample]:
+    """Every GPU-fabric metric captured for the host. NVLink error counters carry delta/rate/note like netdev
+    counters; states carry value None (or a 0/1 flag) and the state word in note."""
+    items = HostItems(hc)
+    report, source = nvidia_smi_report(items)
+    out = _gpu_samples(hc, report, source) if report and source else []
+    return out + _nvlink_samples(hc, items) + _daemon_samples(hc, items)
+
+
+samples = gpu_samples
+
+
+# ---------------------------------------------------------------------------------------------- rules
+
+
+def _mine(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+    """component -> metric -> sample, from the samples given (or computed here when none are GPU samples)."""
+    ours = [s for s in samples if s.component.startswith(("gpu:", "nvlink:", "nvswitch:"))
+            or s.component in ("fabric-manager", "imex") or s.metric.startswith(("dcgm.", "imex."))]  # fmt: skip
+    grouped: dict[str, dict[str, MetricSample]] = defaultdict(dict)
+    for sample in ours or gpu_samples(hc):
+        grouped[sample.component][sample.metric] = sample
+    return grouped
+
+
+def _key(component: str) -> tuple:
+    """Numeric order for gpu:10 after gpu:9 and nvlink:2/10 after nvlink:2/9 (parts never compare int to str)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in component.replace("/", ":").split(":"))
+
+
+def _interval(hc: HostCapture) -> str:
+    return f"in {hc.interval_s:g} s" if hc.interval_s else "between snapshots"
+
+
+def nvlink_inactive(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """An NVLink that is inactive while the GPU's other links are up; a GPU whose links are all down while
+    other GPUs' links are up."""
+    grouped = _mine(hc, samples)
+    links: dict[str, dict[int, MetricSample]] = defaultdict(dict)
+    for comp, metrics in grouped.items():
+        if comp.startswith("nvlink:") and "nvlink.link_state" in metrics:
+            gpu, link = comp[7:].split("/")
+            links[gpu][int(link)] = metrics["nvlink.link_state"]
+    counts = {c[4:]: m["nvlink.links_active"] for c, m in grouped.items() if "nvlink.links_active" in m}
+    host_has_nvlink = any(s.value for s in counts.values())
+    findings = []
+    for gpu in sorted(set(links) | set(counts), key=int):
+        states = links.get(gpu, {})
+        down = sorted(n for n, s in states.items() if s.note == "inactive")
+        up = [s for s in states.values() if s.note == "active"]
+        if down and up:
+            speed = grouped.get(f"nvlink:{gpu}/{next(n for n, s in states.items() if s.note == 'active')}", {})
+            rate = speed.get("nvlink.link_speed_gbps")
+            for link in down:
+                summary = (f"GPU {gpu} NVLink {link} inactive while {len(up)} of {len(states)} links are active"
+                           + (f" at {rate.value:g} GB/s" if rate else ""))  # fmt: skip
+                evidence = [Evidence("nvlink.link_state", "inactive", "state", "active", NVLINK_STATUS, 0),
+                            Evidence("nvlink.links_active", len(up), "links", len(states), NVLINK_STATUS, 0)]
+                findings.append(Finding("nvlink-inactive", Severity.MAJOR, hc.host, f"nvlink:{gpu}/{link}",
+                                        summary, evidence, 0.9))  # fmt: skip
+        elif host_has_nvlink and gpu in counts and not counts[gpu].value:
+            total = len(states) or None
+            why = counts[gpu].note or f"{total} links inactive"
+            summary = f"GPU {gpu}: no active NVLink ({why}) while other GPUs' links are up"
+            evidence = [Evidence("nvlink.links_active", 0, "links", total, NVLINK_STATUS, 0)]
+            findings.append(Finding("nvlink-inactive", Severity.MAJOR, hc.host, f"gpu:{gpu}", summary, evidence, 0.9))
+    return findings
+
+
+_LINK_ERRORS = ("nvlink.replay_errors", "nvlink.recovery_errors", "nvlink.crc_flit_errors", "nvlink.crc_data_errors",
+                "nvlink.ecc_data_errors")  # fmt: skip
+
+
+def nvlink_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """NVLink error counters (nvidia-smi nvlink -e) that increased during the interval; one finding per link.
+    Major when replays or recoveries grew (the link retransmits or retrains), minor for CRC counts alone."""
+    findings = []
+    grouped = _mine(hc, samples)
+    for comp in sorted((c for c in grouped if c.startswith("nvlink:")), key=_key):
+        grown = [grouped[comp][m] for m in _LINK_ERRORS if (grouped[comp].get(m) and grouped[comp][m].delta or 0) > 0]
+        if not grown:
+            continue
+        names = {s.metric for s in grown}
+        severity = Severity.MAJOR if names & {"nvlink.replay_errors", "nvlink.recovery_errors"} else Severity.MINOR
+        gpu, link = comp[7:].split("/")
+        parts = ", ".join(f"{s.metric} +{s.delta:g}" + (f" ({s.rate:.3g}/s)" if s.rate is not None else "")
+                          for s in grown)  # fmt: skip
+        summary = f"GPU {gpu} NVLink {link}: {parts} {_interval(hc)}"
+        evidence = [Evidence(f"{s.metric}.delta", s.delta, "errors", 0, s.source, 1) for s in grown]
+        confidence = 0.8 if any(s.note == "wrap" for s in grown) else 0.95
+        findings.append(Finding("nvlink-errors", severity, hc.host, comp, summary, evidence, confidence))
+    return findings
+
+
+def gpu_fabric_unhealthy(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """A GPU with a Fabric section whose registration is not Completed/Success (critical: the GPU cannot use
+    NVLink through the switches), or whose fabric health reports a problem (major)."""
+    findings = []
+    grouped = _mine(hc, samples)
+    for comp in sorted((c for c in grouped if c.startswith("gpu:")), key=_key):
+        metrics = grouped[comp]
+        state, status = metrics.get("fabric.state"), metrics.get("fabric.status")
+        if state is None and status is None:
+            continue
+        bad = [s for s, key in ((state, "state"), (status, "status"))
+               if s is not None and s.note is not None and s.note != _FABRIC_OK[key]]  # fmt: skip
+        if state is not None and state.note != "Completed" and status not in bad:
+            bad = [state]  # status means nothing until registration completes
+        health = [s for m, s in sorted(metrics.items())
+                  if m.startswith("fabric.health.") and (s.note or "").lower() not in _HEALTH_OK]  # fmt: skip
+        if not bad and not health:
+            continue
+        severity = Severity.CRITICAL if bad else Severity.MAJOR
+        described = ", ".join(f"{s.metric.removeprefix('fabric.')} {s.note}" for s in bad + health)
+        evidence = [Evidence(s.metric, s.note, "state", _FABRIC_OK.get(s.metric[7:]), s.source, 0) for s in bad]
+        evidence += [Evidence(s.metric, s.note, "state", None, s.source, 0) for s in health]
+        summary = f"GPU {comp[4:]}: fabric {described}"
+        findings.append(Finding("gpu-fabric-unhealthy", severity, hc.host, comp, summary, evidence, 0.9))
+    return findings
+
+
+def fabric_manager_down(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """NVSwitches are present (the driver registered them) but nvidia-fabricmanager is not active."""
+    grouped = _mine(hc, samples)
+    switches = sorted(c for c, m in grouped.items() if c.startswith("nvswitch:") and "nvswitch.present" in m)
+    state = grouped.get("fabric-manager", {}).get("fabric_manager.state")
+    if not switches or state is None or state.note in (None, "active"):
+        return []
+    evidence = [Evidence("fabric_manager.state", state.note, "state", "active", state.source, 0),
+                Evidence("nvswitch.count", len(switches), "devices", None, NVSWITCH_PROCFS, 0)]
+    summary = f"nvidia-fabricmanager is {state.note} on a host with {len(switches)} NVSwitches"
+    return [Finding("fabric-manager-down", Severity.CRITICAL, hc.host, "fabric-manager", summary, evidence, 0.9)]
+
+
+def nvswitch_fm_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """NVSwitch errors the Fabric Manager logged, per switch: major when one was fatal, else minor. The log
+    tail reaches back weeks, hence the low confidence; the kernel's SXid lines carry the same codes."""
+    findings = []
+    for comp, metrics in sorted(_mine(hc, samples).items()):
+        counts = [metrics[m] for m in ("nvswitch.fm_fatal_errors", "nvswitch.fm_nonfatal_errors") if m in metrics]
+        if not counts:
+            continue
+        fatal = any(s.metric == "nvswitch.fm_fatal_errors" for s in counts)
+        listed = ", ".join(f"{s.value:g} {s.metric.split('_')[1]}" for s in counts)
+        summary = f"NVSwitch {comp[9:]}: Fabric Manager log has {listed} NVSwitch error entries"
+        evidence = [Evidence(s.metric, s.value, "entries", 0, s.source, 0) for s in counts]
+        findings.append(Finding("nvswitch-fm-errors", Severity.MAJOR if fatal else Severity.MINOR, hc.host, comp,
+                                summary, evidence, 0.6))  # fmt: skip
+    return findings
+
+
+def imex_unhealthy(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """nvidia-imex-ctl -N answered but the domain is not UP, a node is not READY or a connection is not C."""
+    metrics = _mine(hc, samples).get("imex", {})
+    domain = metrics.get("imex.domain_state")
+    if domain is None:
+        return []
+    nodes, ready, broken = (metrics.get(m) for m in ("imex.nodes", "imex.nodes_ready", "imex.connections_broken"))
+    problems = []
+    if domain.note != "UP":
+        problems.append(f"domain {domain.note or 'state unknown'}")
+    if nodes and ready and ready.value is not None and nodes.value is not None and ready.value < nodes.value:
+        problems.append(f"{nodes.value - ready.value:g} of {nodes.value:g} nodes not READY")
+    if broken and broken.value:
+        problems.append(f"{broken.value:g} connections not C (connected)")
+    if not problems:
+        return []
+    evidence = [Evidence("imex.domain_state", domain.note, "state", "UP", domain.source, 0)]
+    evidence += [Evidence(s.metric, s.value, s.unit, nodes.value if s is ready else 0, s.source, 0)
+                 for s in (ready, broken) if s is not None and nodes is not None]  # fmt: skip
+    confidence = 0.9 if nodes and nodes.value else 0.7  # no node list: the daemon may simply not be set up
+    summary = "IMEX: " + ", ".join(problems)
+    return [Finding("imex-unhealthy", Severity.MAJOR, hc.host, "imex", summary, evidence, confidence)]
+
+
+def gpu_pcie_downgraded(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """A GPU whose PCIe link trained narrower than its maximum, or at a lower generation while busy (P0):
+    idle GPUs lower their link speed on purpose, so a lower generation outside P0 is not reported."""
+    findings = []
+    grouped = _mine(hc, samples)
+    for comp in sorted((c for c in grouped if c.startswith("gpu:")), key=_key):
+        m = grouped[comp]
+        evidence, parts, confidence = [], [], 0.9
+        for cur, top, unit, label in (("pcie.link_width", "pcie.link_width_max", "lanes", "x"),
+                                      ("pcie.link_gen", "pcie.link_gen_max", "gen", "Gen")):  # fmt: skip
+            now, best = m.get(cur), m.get(top)
+            if not now or not best or now.value is None or best.value is None or now.value >= best.value:
+                continue
+            if cur == "pcie.link_gen":
+                pstate = m.get("gpu.performance_state")
+                if pstate is None or pstate.note != "P0":
+                    continue
+                confidence = 0.9 if parts else 0.6  # a busy GPU can still be between power states
+            parts.append(f"{label}{now.value:g} of {label}{best.value:g}")
+            evidence.append(Evidence(cur, now.value, unit, best.value, now.source, 0))
+        if parts:
+            summary = f"GPU {comp[4:]}: PCIe link {', '.join(parts)}"
+            findings.append(Finding("gpu-pcie-downgraded", Severity.MAJOR, hc.host, comp, summary, evidence,
+                                    confidence))  # fmt: skip
+    return findings
+
+
+def gpu_memory_remap(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """Row remapping or page retirement pending (minor: a GPU reset applies it) or a remap failure (major: the
+    GPU has run out of spare rows)."""
+    findings = []
+    grouped = _mine(hc, samples)
+    for comp in sorted((c for c in grouped if c.startswith("gpu:")), key=_key):
+        m = grouped[comp]
+        flagged = [m[k] for k in ("gpu.remapped_rows_failure", "gpu.remapped_rows_pending", "gpu.retired_pages_pending")
+                   if k in m and m[k].value]  # fmt: skip
+        if not flagged:
+            continue
+        failure = flagged[0].metric == "gpu.remapped_rows_failure"
+        evidence = [Evidence(s.metric, s.value, "flag", 0, s.source, 0) for s in flagged]
+        unc = m.get("gpu.remapped_rows_uncorrectable")
+        if unc is not None and unc.value is not None:
+            evidence.append(Evidence(unc.metric, unc.value, "rows", None, unc.source, 0))
+        words = ", ".join(s.metric.removeprefix("gpu.").replace("_", " ") for s in flagged)
+        summary = f"GPU {comp[4:]}: {words}" + (f" ({unc.value:g} uncorrectable)" if unc and unc.value else "")
+        findings.append(Finding("gpu-memory-remap", Severity.MAJOR if failure else Severity.MINOR, hc.host, comp,
+                                summary, evidence, 0.9))  # fmt: skip
+    return findings
+
+
+def dcgm_health(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
+    """DCGM health watches (dcgmi health -c) report Warning (minor) or Failure (major) for a GPU or switch;
+    the host-wide verdict is reported only when no single GPU or switch is named."""
+    findings = []
+    grouped = _mine(hc, samples)
+    named = sorted((c for c in grouped if c != "host"), key=_key)
+    for comp in [*named, "host"]:
+        sample = grouped.get(comp, {}).get("dcgm.health")
+        if sample is None or sample.note in (None, "Healthy") or (comp == "host" and findings):
+            continue
+        severity = Severity.MAJOR if sample.note in ("Failure", "Failed") else Severity.MINOR
+        evidence = [Evidence("dcgm.health", sample.note, "state", "Healthy", sample.source, 0)]
+        findings.append(Finding("dcgm-health", severity, hc.host, comp, f"{comp}: DCGM health {sample.note}",
+                                evidence, 0.8))  # fmt: skip
+    return findings
+
+
+RULES = [nvlink_inactive, nvlink_errors, gpu_fabric_unhealthy, fabric_manager_down, nvswitch_fm_errors,
+         imex_unhealthy, gpu_pcie_downgraded, gpu_memory_remap, dcgm_health]  # fmt: skip

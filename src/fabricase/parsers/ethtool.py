@@ -1,0 +1,283 @@
+"""ethtool outputs: `-S` counters, link settings, `--show-fec`, `-i` driver info, `-m` module diagnostics, and the
+`### <netdev>` sections that the capture commands print before each device's output.
+
+Pure and total: any text gives a record; lines that cannot be read are named in the record's `errors`, and a
+value that is absent or unreadable is None (or left out of a mapping), never 0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = [
+    "CounterTable",
+    "EthtoolDriver",
+    "EthtoolFec",
+    "EthtoolLink",
+    "ModuleInfo",
+    "parse_ethtool_driver",
+    "parse_ethtool_fec",
+    "parse_ethtool_link",
+    "parse_ethtool_module",
+    "parse_ethtool_stats",
+    "parse_int",
+    "split_sections",
+]
+
+# Counters are u64 (20 digits); a longer run of digits is not a counter, and int() of thousands of digits raises.
+_UINT = re.compile(r"[0-9]{1,40}", re.ASCII)
+_SECTION = re.compile(r"^### (\S+)[ \t]*\r?(?:\n|\Z)", re.ASCII | re.MULTILINE)
+# "     rx_packets: 12", bnxt_en "     [0]: rx_ucast_packets: 12": the name is everything before the last colon.
+_CONTENT = re.compile(r"^[ \t]*\S", re.MULTILINE)
+_HEADER = re.compile(r"statistics:[ \t\r]*$", re.MULTILINE)
+_STAT = re.compile(r"^[ \t]*([^\n]*[^\s:])[ \t]*:[ \t]*([0-9]{1,40})[ \t\r]*$", re.ASCII | re.MULTILINE)
+_MAX_ERRORS = 20
+
+
+def parse_int(token: str | None) -> int | None:
+    """A non-negative decimal integer of at most 40 digits, else None."""
+    if token is None:
+        return None
+    token = token.strip()
+    return int(token) if _UINT.fullmatch(token) else None
+
+
+def _note(errors: list[str], message: str) -> None:
+    """Record a parse error; past the cap only the count grows, so a garbage megabyte stays small."""
+    if len(errors) < _MAX_ERRORS:
+        errors.append(message)
+    elif len(errors) == _MAX_ERRORS:
+        errors.append("more unreadable lines not listed")
+
+
+def split_sections(text: str | None) -> tuple[dict[str, str], list[str]]:
+    """Split a multi-device command output at its `### <name>` header lines.
+
+    Returns ({name: that device's output}, errors). Text before the first header is not attributed to any
+    device and is reported; a repeated name keeps its first section.
+    """
+    sections: dict[str, str] = {}
+    errors: list[str] = []
+    parts = _SECTION.split(text or "")
+    if parts[0].strip():
+        errors.append("output before the first ### section header")
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in sections:
+            _note(errors, f"repeated section {name!r} ignored")
+        else:
+            sections[name] = body
+    return sections, errors
+
+
+class CounterTable(dict[str, int]):
+    """`ethtool -S` counters by their driver's name, in output order; `errors` lists unreadable lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[str] = []
+
+
+def parse_ethtool_stats(text: str | None) -> CounterTable:
+    """`ethtool -S` output as {counter name: value}.
+
+    Names are kept verbatim, including bnxt_en's per-ring "[0]: rx_discards" and ice's "rx_bytes.nic". The
+    "NIC statistics:" header and blank lines are skipped; a line without an integer value is an error, and a
+    repeated name keeps its first value.
+    """
+    table = CounterTable()
+    text = text or ""
+    matches = _STAT.findall(text)
+    for name, value in matches:
+        if name in table:
+            _note(table.errors, f"repeated counter {name!r} ignored")
+        else:
+            table[name] = int(value)
+    if len(matches) + len(_HEADER.findall(text)) != len(_CONTENT.findall(text)):  # a line is not a counter
+        for number, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if line and not line.endswith("statistics:") and not _STAT.fullmatch(line):
+                _note(table.errors, f"line {number}: not a counter: {line[:80]!r}")
+    return table
+
+
+def _key_values(text: str | None) -> list[tuple[str, str]]:
+    """Indented `Key: value` lines as (key, value); continuation lines (no colon) are skipped."""
+    pairs = []
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+_SPEED = re.compile(r"([0-9]{1,9})Mb/s", re.ASCII)
+
+
+@dataclass
+class EthtoolLink:
+    """`ethtool <if>`: speed (Mb/s), duplex, lanes, auto-negotiation, port type, link detected."""
+
+    interface: str | None = None
+    speed_mbps: int | None = None
+    duplex: str | None = None
+    lanes: int | None = None
+    autoneg: bool | None = None
+    port: str | None = None
+    link_detected: bool | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def _yes_no(value: str) -> bool | None:
+    return {"yes": True, "on": True, "no": False, "off": False}.get(value.lower())
+
+
+def parse_ethtool_link(text: str | None) -> EthtoolLink:
+    """`ethtool <if>` link settings. "Unknown!" speed or duplex (no link) is None."""
+    link = EthtoolLink()
+    for key, value in _key_values(text):
+        if key.startswith("Settings for"):
+            link.interface = key.removeprefix("Settings for").strip() or None
+        elif key == "Speed":
+            match = _SPEED.fullmatch(value)
+            link.speed_mbps = int(match.group(1)) if match else None
+            if not match and not value.startswith("Unknown"):
+                _note(link.errors, f"unreadable speed {value[:40]!r}")
+        elif key == "Duplex":
+            link.duplex = None if value.startswith("Unknown") or not value else value
+        elif key == "Lanes":
+            link.lanes = parse_int(value)
+        elif key == "Auto-negotiation":
+            link.autoneg = _yes_no(value)
+        elif key == "Port":
+            link.port = value or None
+        elif key == "Link detected":
+            link.link_detected = _yes_no(value)
+    if text and text.strip() and link.interface is None:
+        _note(link.errors, "no 'Settings for' line")
+    return link
+
+
+@dataclass
+class EthtoolFec:
+    """`ethtool --show-fec <if>`: configured encodings (e.g. ["Auto", "RS"]) and the active one ("RS")."""
+
+    configured: list[str] = field(default_factory=list)
+    active: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def parse_ethtool_fec(text: str | None) -> EthtoolFec:
+    fec = EthtoolFec()
+    for key, value in _key_values(text):
+        if key.endswith("FEC encodings"):  # "Configured FEC encodings", older "Supported/Configured ..."
+            fec.configured = value.split()
+        elif key == "Active FEC encoding":
+            fec.active = value or None
+    if text and text.strip() and fec.active is None:
+        _note(fec.errors, "no 'Active FEC encoding' line")
+    return fec
+
+
+@dataclass
+class EthtoolDriver:
+    """`ethtool -i <if>`: driver, its version, NIC firmware and the PCI address (bus-info)."""
+
+    driver: str | None = None
+    version: str | None = None
+    firmware_version: str | None = None
+    expansion_rom_version: str | None = None
+    bus_info: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+_DRIVER_KEYS = {
+    "driver": "driver", "version": "version", "firmware-version": "firmware_version",
+    "expansion-rom-version": "expansion_rom_version", "bus-info": "bus_info",
+}  # fmt: skip
+
+
+def parse_ethtool_driver(text: str | None) -> EthtoolDriver:
+    info = EthtoolDriver()
+    for key, value in _key_values(text):
+        attr = _DRIVER_KEYS.get(key)
+        if attr and value:
+            setattr(info, attr, value)
+    if text and text.strip() and info.driver is None:
+        _note(info.errors, "no 'driver:' line")
+    return info
+
+
+@dataclass
+class ModuleInfo:
+    """`ethtool -m <if>`: transceiver identity and digital diagnostics.
+
+    Optical powers are in mW per channel (1-based; SFP's single reading is channel 1). `alarms` lists the
+    alarm and warning flags that read "On".
+    """
+
+    identifier: str | None = None
+    vendor_name: str | None = None
+    vendor_pn: str | None = None
+    vendor_sn: str | None = None
+    temperature_c: float | None = None
+    voltage_v: float | None = None
+    tx_power_mw: dict[int, float] = field(default_factory=dict)
+    rx_power_mw: dict[int, float] = field(default_factory=dict)
+    tx_bias_ma: dict[int, float] = field(default_factory=dict)
+    alarms: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+_FLOAT = re.compile(r"[+-]?[0-9]{1,12}(?:\.[0-9]{1,12})?", re.ASCII)
+_CHANNEL = re.compile(r"\(\s*(?:Channel|Lane)\s+([0-9]{1,2})\s*\)", re.ASCII)
+_TEXT_KEYS = {"Identifier": "identifier", "Vendor name": "vendor_name", "Vendor PN": "vendor_pn",
+              "Vendor SN": "vendor_sn"}  # fmt: skip
+
+
+def _leading_float(value: str, unit: str) -> float | None:
+    """The number before `unit` at the start of value ("45.12 degrees C / ...", "0.9603 mW / -0.18 dBm")."""
+    number, _, rest = value.partition(" ")
+    if not rest.startswith(unit) or not _FLOAT.fullmatch(number):
+        return None
+    return float(number)
+
+
+def _module_reading(info: ModuleInfo, key: str, value: str) -> None:
+    lowered = key.lower()
+    if "threshold" in lowered:
+        return
+    match = _CHANNEL.search(key)
+    channel = int(match.group(1)) if match else 1
+    if "power" in lowered and ("rcvr" in lowered or "receiver" in lowered or "rx power" in lowered):
+        target = info.rx_power_mw
+    elif "power" in lowered and ("transmit" in lowered or "tx power" in lowered or "output power" in lowered):
+        target = info.tx_power_mw
+    elif "bias" in lowered:
+        target = info.tx_bias_ma
+    else:
+        return
+    reading = _leading_float(value, "mA" if target is info.tx_bias_ma else "mW")
+    if reading is not None:
+        target[channel] = reading
+
+
+def parse_ethtool_module(text: str | None) -> ModuleInfo:
+    """Module EEPROM decode (SFF-8472, SFF-8636, CMIS); hex dumps and unknown lines are skipped."""
+    info = ModuleInfo()
+    for key, value in _key_values(text):
+        lowered = key.lower()
+        if key in _TEXT_KEYS:
+            setattr(info, _TEXT_KEYS[key], value or None)
+        elif ("alarm" in lowered or "warning" in lowered) and "threshold" not in lowered:
+            if value == "On":
+                info.alarms.append(key)
+        elif key == "Module temperature":
+            info.temperature_c = _leading_float(value, "degrees")
+        elif key == "Module voltage":
+            info.voltage_v = _leading_float(value, "V")
+        else:
+            _module_reading(info, key, value)
+    if text and text.strip() and info.identifier is None:
+        _note(info.errors, "no 'Identifier' line: not a decoded module EEPROM")
+    return info

@@ -1,0 +1,122 @@
+"""NVIDIA Fabric Manager: its log (`/var/log/fabricmanager.log`, the same format as the IMEX daemon's log) and
+its service state (`systemctl is-active nvidia-fabricmanager`, `nv-fabricmanager --version`)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from fabricase.parsers.nvidia_smi import normalize_pci
+
+__all__ = ["DaemonLog", "FabricManagerState", "LogEvent", "parse_daemon_log", "parse_fabric_manager_log",
+           "parse_fabric_manager_state", "split_sections"]  # fmt: skip
+
+# "[Jul 23 2024 07:53:55] [ERROR] [tid 841] message"; the tid is missing on some lines.
+_ENTRY = re.compile(r"\[(?P<ts>[A-Z][a-z]{2} +\d{1,2} \d{4} \d{2}:\d{2}:\d{2})\] \[(?P<level>[A-Z]+)\]"
+                    r"(?: \[tid \d+\])? ?(?P<msg>.*)")  # fmt: skip
+_SWITCH_ERROR = re.compile(
+    r"detected NVSwitch (?P<sev>non-fatal|fatal) error (?P<code>\d+) on fid \d+ on NVSwitch pci bus id "
+    r"(?P<pci>\S+) physical id (?P<phys>\d+) port (?P<port>\d+)", re.I)  # fmt: skip
+_KINDS = (
+    (re.compile(r"don't match with any supported system topology|topology mismatch", re.I), "topology-mismatch"),
+    (re.compile(r"failed to find the GPU handle .* multicast team", re.I), "multicast-failure"),
+    (re.compile(r"is running with the following configuration options", re.I), "started"),
+    (re.compile(r"NVSwitch driver failed|NV_WARN_NOTHING_TO_DO", re.I), "driver-error"),
+    (re.compile(r"training|trunk link|access link.*(?:fail|down)", re.I), "link-error"),
+)
+_VERSION = re.compile(r"version(?: is)?\s*:?\s*(?P<v>\d+(?:\.\d+)+)", re.I)
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One log entry at WARNING/ERROR level, or a daemon start. kind: "nvswitch-error", "topology-mismatch",
+    "multicast-failure", "driver-error", "link-error", "started" or "error" (another ERROR/WARNING line)."""
+
+    timestamp: str
+    level: str
+    message: str
+    kind: str
+    line: int
+    nvswitch: str | None = None  # PCI address of the switch, normalized ("0000:86:00.0")
+    physical_id: int | None = None
+    port: int | None = None
+    code: int | None = None  # the SXid the daemon reports
+    fatal: bool | None = None
+
+
+@dataclass
+class DaemonLog:
+    events: list[LogEvent] = field(default_factory=list)
+    levels: Counter = field(default_factory=Counter)  # entries per level
+    total_lines: int = 0
+    version: str | None = None  # from the last "<daemon> version X is running" line
+
+
+def _event(ts: str, level: str, msg: str, line: int) -> LogEvent | None:
+    match = _SWITCH_ERROR.search(msg)
+    if match:
+        return LogEvent(ts, level, msg, "nvswitch-error", line, normalize_pci(match.group("pci")),
+                        int(match.group("phys")), int(match.group("port")), int(match.group("code")),
+                        match.group("sev").lower() == "fatal")  # fmt: skip
+    kind = next((name for pattern, name in _KINDS if pattern.search(msg)), None)
+    if kind is None and level in ("ERROR", "WARNING", "WARN", "FATAL", "CRITICAL"):
+        kind = "error"
+    return LogEvent(ts, level, msg, kind, line) if kind else None
+
+
+def parse_daemon_log(text: str | None) -> DaemonLog:
+    """Fabric Manager or IMEX log -> its warning/error events and start lines. Never raises; continuation
+    lines (multi-line messages) belong to the entry above them and are not events."""
+    log = DaemonLog()
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        log.total_lines += 1
+        entry = _ENTRY.match(line.strip())
+        if not entry:
+            continue
+        log.levels[entry.group("level")] += 1
+        event = _event(entry.group("ts"), entry.group("level"), entry.group("msg").strip(), number)
+        if event is None:
+            continue
+        if event.kind == "started" and (version := _VERSION.search(event.message)):
+            log.version = version.group("v")
+        log.events.append(event)
+    return log
+
+
+parse_fabric_manager_log = parse_daemon_log
+
+
+@dataclass
+class FabricManagerState:
+    active: str | None = None  # systemctl is-active: active, inactive, failed, activating, ...
+    version: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def split_sections(text: str | None) -> dict[str, str]:
+    """The output of a command that prints `### <what>` before each part -> {what: part}."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in (text or "").splitlines():
+        if line.startswith("### "):
+            current = sections.setdefault(line[4:].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines) for name, lines in sections.items()}
+
+
+def parse_fabric_manager_state(text: str | None) -> FabricManagerState:
+    """The `fabric-manager` command's output: `### systemctl is-active nvidia-fabricmanager` and
+    `### nv-fabricmanager --version` sections."""
+    state = FabricManagerState()
+    for name, body in split_sections(text).items():
+        words = body.split()
+        if name.startswith("systemctl"):
+            if len(words) == 1 and re.fullmatch(r"[a-z-]+", words[0]):
+                state.active = words[0]
+            elif words:
+                state.errors.append(f"systemctl: {body.strip()[:120]}")
+        elif "version" in name and (version := _VERSION.search(body)):
+            state.version = version.group("v")
+    return state

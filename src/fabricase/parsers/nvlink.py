@@ -1,0 +1,188 @@
+"""`nvidia-smi nvlink -s` (link speed or inactive), `nvidia-smi nvlink -e` (error counters per link) and
+`nvidia-smi topo -m` (the GPU/NIC affinity matrix)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = [
+    "NVLINK_COUNTERS", "NvlinkGpu", "NvlinkLink", "NvlinkReport", "Topology", "parse_nvlink_errors",
+    "parse_nvlink_status", "parse_topo_matrix",
+]  # fmt: skip
+
+_GPU = re.compile(r"GPU (?P<index>\d+): (?P<name>.*?)(?: \(UUID: (?P<uuid>[^)]*)\))?\s*")
+_STATUS = re.compile(r"\s*Link (?P<link>\d+): (?P<value>.*?)\s*")
+_COUNTER = re.compile(r"\s*Link (?P<link>\d+): (?P<name>[^:]+?): (?P<value>\S+)(?: .*)?")
+_SPEED = re.compile(r"(?P<num>\d+(?:\.\d+)?) GB/s")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ALL_INACTIVE = re.compile(r"all links are inactive", re.I)
+# "Device does not have or support Nvlink" (L40S), "Nvlink queries are not supported for Devices in MIG mode"
+_UNSUPPORTED = re.compile(r"not supported|does not have or support", re.I)
+
+# nvidia-smi's counter names -> the normalized metric (telemetry.md section c.1; NVML nvmlNvLinkErrorCounter_t).
+# "CRC Errors" is the flow-control-unit CRC count (NVML DL_CRC_FLIT), the one `nvlink -e` prints.
+NVLINK_COUNTERS = {
+    "replay errors": "nvlink.replay_errors",
+    "recovery errors": "nvlink.recovery_errors",
+    "crc errors": "nvlink.crc_flit_errors",
+    "crc flit errors": "nvlink.crc_flit_errors",
+    "flit crc errors": "nvlink.crc_flit_errors",
+    "crc data errors": "nvlink.crc_data_errors",
+    "data crc errors": "nvlink.crc_data_errors",
+    "ecc data errors": "nvlink.ecc_data_errors",
+}
+
+
+@dataclass
+class NvlinkLink:
+    link: int
+    state: str | None = None  # "active" | "inactive" (from -s); None when only counters were read
+    speed_gbps: float | None = None
+    counters: dict[str, int] = field(default_factory=dict)  # as nvidia-smi names them: {"Replay Errors": 0}
+
+    def metric(self, name: str) -> int | None:
+        """A normalized counter (nvlink.replay_errors, ...) or None when nvidia-smi did not print it."""
+        return next((v for k, v in self.counters.items() if NVLINK_COUNTERS.get(k.lower()) == name), None)
+
+
+@dataclass
+class NvlinkGpu:
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    links: dict[int, NvlinkLink] = field(default_factory=dict)
+    all_inactive: bool = False  # nvidia-smi said so instead of listing links
+    unsupported: str | None = None  # why nvidia-smi printed no links (no NVLink, MIG mode), as it said it
+
+
+@dataclass
+class NvlinkReport:
+    gpus: dict[int, NvlinkGpu] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def _gpus(text: str | None, report: NvlinkReport):
+    """(gpu, line) for every non-header line under a `GPU N:` header."""
+    current: NvlinkGpu | None = None
+    for raw in (text or "").splitlines():
+        line = _ANSI.sub("", raw).rstrip()
+        header = _GPU.fullmatch(line)
+        if header:
+            index = int(header.group("index"))
+            current = report.gpus.setdefault(index, NvlinkGpu(index, header.group("name") or None,
+                                                              header.group("uuid") or None))
+        elif current is not None and line.strip():
+            yield current, line
+
+
+def parse_nvlink_status(text: str | None) -> NvlinkReport:
+    """`nvidia-smi nvlink -s`: per GPU, per link, speed in GB/s or inactive. Never raises."""
+    report = NvlinkReport()
+    for gpu, line in _gpus(text, report):
+        if _ALL_INACTIVE.search(line):
+            gpu.all_inactive = True
+            continue
+        if _UNSUPPORTED.search(line):
+            gpu.unsupported = line.strip()
+            continue
+        match = _STATUS.fullmatch(line)
+        if not match:
+            if not line.strip().startswith("[..."):
+                report.errors.append(f"GPU {gpu.index}: unrecognized line {line.strip()[:80]!r}")
+            continue
+        link = gpu.links.setdefault(int(match.group("link")), NvlinkLink(int(match.group("link"))))
+        value = match.group("value")
+        speed = _SPEED.fullmatch(value)
+        if speed:
+            link.state, link.speed_gbps = "active", float(speed.group("num"))
+        elif "inactive" in value.lower():
+            link.state = "inactive"
+        else:
+            report.errors.append(f"GPU {gpu.index} link {link.link}: unrecognized state {value[:40]!r}")
+    for raw in (text or "").splitlines():
+        if _ALL_INACTIVE.search(raw) and not report.gpus:
+            report.errors.append(raw.strip()[:120])  # said for the whole host, before any GPU line
+    return report
+
+
+def parse_nvlink_errors(text: str | None) -> NvlinkReport:
+    """`nvidia-smi nvlink -e`: per GPU, per link, every counter printed (unknown names kept). Never raises."""
+    report = NvlinkReport()
+    for gpu, line in _gpus(text, report):
+        if _UNSUPPORTED.search(line) or _ALL_INACTIVE.search(line):
+            gpu.unsupported = line.strip()
+            continue
+        match = _COUNTER.fullmatch(line)
+        if not match:
+            if not line.strip().startswith("[..."):
+                report.errors.append(f"GPU {gpu.index}: unrecognized line {line.strip()[:80]!r}")
+            continue
+        value = match.group("value")
+        link = gpu.links.setdefault(int(match.group("link")), NvlinkLink(int(match.group("link"))))
+        if re.fullmatch(r"\d+", value):
+            link.counters[match.group("name").strip()] = int(value)
+        elif value.upper() not in ("N/A", "[N/A]"):
+            report.errors.append(f"GPU {gpu.index} link {link.link}: {match.group('name')}: not a count {value!r}")
+    return report
+
+
+# ---------------------------------------------------------------------------------------------- topo -m
+
+# Closest first: the path between two devices (nvidia-smi topo -m legend).
+_PATH_RANK = {"X": 0, "NV": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6}
+
+
+@dataclass
+class Topology:
+    devices: list[str] = field(default_factory=list)  # column order: GPU0.., NIC0.. (or mlx5_0.. on old drivers)
+    paths: dict[tuple[str, str], str] = field(default_factory=dict)  # ("GPU0", "NIC0") -> "PIX"
+    cpu_affinity: dict[str, str] = field(default_factory=dict)
+    numa_affinity: dict[str, str] = field(default_factory=dict)
+    nic_names: dict[str, str] = field(default_factory=dict)  # "NIC0" -> "mlx5_0" (the NIC Legend)
+    errors: list[str] = field(default_factory=list)
+
+    def nearest_nics(self, gpu: str) -> list[tuple[str, str]]:
+        """(RDMA device or NIC column, path) for a GPU column, closest first."""
+        nics = [d for d in self.devices if not d.startswith("GPU")]
+        found = [(self.nic_names.get(n, n), self.paths[(gpu, n)]) for n in nics if (gpu, n) in self.paths]
+        return sorted(found, key=lambda item: _PATH_RANK.get(re.sub(r"\d+$", "", item[1]), 9))
+
+
+def parse_topo_matrix(text: str | None) -> Topology:
+    """`nvidia-smi topo -m`. Never raises; rows that do not fit the header are recorded in errors."""
+    topo = Topology()
+    lines = [_ANSI.sub("", line).rstrip() for line in (text or "").splitlines()]
+    for index, line in enumerate(lines):
+        tokens = line.split()
+        if not topo.devices and tokens and tokens[0].startswith("GPU") and "CPU" in tokens:
+            topo.devices = tokens[: tokens.index("CPU")]
+            _rows(topo, lines[index + 1 :])
+            break
+    for line in lines:
+        legend = re.fullmatch(r"\s*(NIC\d+): (\S+)", line)
+        if legend:
+            topo.nic_names[legend.group(1)] = legend.group(2)
+    if text and text.strip() and not topo.devices:
+        topo.errors.append("no device header line (GPU0 ... CPU Affinity)")
+    return topo
+
+
+def _rows(topo: Topology, lines: list[str]) -> None:
+    width = len(topo.devices)
+    for line in lines:
+        tokens = line.split()
+        if not tokens or tokens[0] not in topo.devices:
+            if tokens and tokens[0] == "Legend:":
+                return
+            continue
+        row, cells = tokens[0], tokens[1 : 1 + width]
+        if len(cells) < width:
+            topo.errors.append(f"{row}: {len(cells)} of {width} columns")
+        for column, cell in zip(topo.devices, cells, strict=False):
+            topo.paths[(row, column)] = cell
+        rest = tokens[1 + width :]
+        if rest:
+            topo.cpu_affinity[row] = rest[0]
+        if len(rest) > 1:
+            topo.numa_affinity[row] = rest[1]

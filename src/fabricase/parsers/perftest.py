@@ -1,0 +1,233 @@
+"""perftest output (`ib_write_bw`, `ib_read_bw`, `ib_send_bw`, `ib_*_lat`) -> one result record.
+
+A capture may hold the server's and the client's output one after the other, or interleaved line by line (both
+ran in one terminal); the header fields are taken from the first test header and each message size is kept
+once (the first row seen for it). Bandwidth is reported as printed and also in Gb/s: perftest's "MB/sec" is
+MiB/s (it divides by 0x100000; newer versions say "MiB/sec"), so 1 MB/sec = 8 * 1048576 / 1e9 Gb/s.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["LatencyRow", "PerftestResult", "PerftestRow", "mb_per_s_to_gbps", "parse_perftest"]
+
+_MIB_BITS = 8 * 1048576 / 1e9
+_TITLE = re.compile(r"^\s*(?P<title>[A-Za-z_][\w ]*?\s(?P<kind>BW|Latency|Lat)\s+Test)\s*$")
+# "Dual-port       : OFF\t\tDevice         : mlx5_0": one or two "key : value" pairs on a line.
+_PAIR = re.compile(r"(?P<key>[A-Za-z][\w*.() -]*?)\s*:\s*(?P<value>\S+)")
+_KEYS = {
+    "Device": "device", "Link type": "link_type", "Transport type": "transport", "Connection type": "connection",
+    "Number of qps": "qps", "Mtu": "mtu", "GID index": "gid_index", "TX depth": "tx_depth",
+}  # fmt: skip
+_INT_KEYS = frozenset({"qps", "mtu", "gid_index", "tx_depth"})
+_BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW[ _]peak\[(?P<unit>Gb/sec|MB/sec|MiB/sec)\]", re.IGNORECASE)
+_LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[usec\]")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
+_COMMAND = re.compile(r"^\s*[#$]\s*(?P<cmd>(?:\S*/)?ib_(?:write|read|send|atomic)_(?:bw|lat)\b.*)$")
+_FAILURE = re.compile(r"(?i)\b(?:couldn'?t|can'?t|cannot|unable to|failed|failure|error|not found|invalid)\b")
+_WARNING = re.compile(r"(?i)conflicting cpu frequency|cpu frequency is not max|warning")
+_WC_STATUS = re.compile(r"Failed status (?P<status>[0-9]+)(?![\w.])")
+_LAT_FIELDS = ("t_min_us", "t_max_us", "t_typical_us", "t_avg_us", "t_stdev_us", "t_p99_us", "t_p999_us")
+
+
+def mb_per_s_to_gbps(value: float) -> float:
+    """perftest MB/sec (MiB/s) to Gb/s."""
+    return value * _MIB_BITS
+
+
+@dataclass(frozen=True)
+class PerftestRow:
+    """One bandwidth row. bw_* are as printed (unit on the result); *_gbps converted to Gb/s.
+
+    bw_peak is None where perftest prints 0.00 for a peak it did not measure (duration mode, `-D`).
+    """
+
+    bytes: int
+    iterations: int
+    bw_peak: float | None
+    bw_avg: float
+    msg_rate_mpps: float | None
+    bw_peak_gbps: float | None
+    bw_avg_gbps: float
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    """One latency row, microseconds; the percentile columns are absent on old perftest versions."""
+
+    bytes: int
+    iterations: int
+    t_min_us: float | None = None
+    t_max_us: float | None = None
+    t_typical_us: float | None = None
+    t_avg_us: float | None = None
+    t_stdev_us: float | None = None
+    t_p99_us: float | None = None
+    t_p999_us: float | None = None
+
+
+@dataclass
+class PerftestResult:
+    """A perftest run. test: the title ("RDMA_Write BW Test"); kind "bw" | "lat" | None.
+
+    port: from an echoed command line (`-i 1`, `--ib-port=1`) when there is one; perftest does not print it.
+    errors: failures the tool printed (connection, QP, completion errors) and parse problems ("parse: ...").
+    """
+
+    test: str | None = None
+    kind: str | None = None
+    device: str | None = None
+    port: int | None = None
+    link_type: str | None = None
+    transport: str | None = None
+    connection: str | None = None
+    mtu: int | None = None
+    qps: int | None = None
+    gid_index: int | None = None
+    tx_depth: int | None = None
+    bw_unit: str | None = None  # "Gb/sec" (--report_gbits), or "MB/sec" / "MiB/sec" (both MiB/s)
+    command: str | None = None
+    server: str | None = None  # the host the client connected to, from the echoed command line
+    rows: list[PerftestRow] = field(default_factory=list)
+    latency: list[LatencyRow] = field(default_factory=list)
+    sections: int = 0  # test headers seen (2 when server and client output were captured together)
+    completion_status: int | None = None  # "Failed status 12": the ibv_wc_status of a failed completion
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def largest(self) -> PerftestRow | None:
+        """The row with the largest message: the one to compare with the link rate."""
+        return max(self.rows, key=lambda r: r.bytes, default=None)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.rows or self.latency) and not self.errors
+
+
+def _numbers(line: str) -> list[str] | None:
+    tokens = line.split()
+    return tokens if tokens and all(_NUMBER.fullmatch(t) for t in tokens) else None
+
+
+def _bw_row(tokens: list[str], unit: str) -> PerftestRow | None:
+    if len(tokens) not in (4, 5) or "." in tokens[0] or "." in tokens[1]:
+        return None
+    peak: float | None = float(tokens[2])
+    avg = float(tokens[3])
+    if peak == 0.0 and avg > 0.0:
+        peak = None
+    rate = float(tokens[4]) if len(tokens) == 5 else None
+    scale = 1.0 if unit == "Gb/sec" else _MIB_BITS
+    peak_gbps = None if peak is None else peak * scale
+    return PerftestRow(int(tokens[0]), int(tokens[1]), peak, avg, rate, peak_gbps, avg * scale)
+
+
+def _lat_row(tokens: list[str]) -> LatencyRow | None:
+    if not 3 <= len(tokens) <= 2 + len(_LAT_FIELDS) or "." in tokens[0] or "." in tokens[1]:
+        return None
+    values = dict(zip(_LAT_FIELDS, (float(t) for t in tokens[2:]), strict=False))
+    return LatencyRow(int(tokens[0]), int(tokens[1]), **values)
+
+
+# perftest options that take a value: what follows them is not the server's name.
+_VALUE_OPTIONS = frozenset(
+    {"-d", "-i", "-s", "-D", "-n", "-q", "-x", "-p", "-m", "-c", "-t", "-r", "-u", "-l", "-T", "-S", "-I", "-Q",
+     "-w", "-y", "-o", "-E", "-J", "-j", "-K", "-k"}
+)  # fmt: skip
+
+
+def _apply_command(result: PerftestResult, command: str) -> None:
+    result.command = result.command or command
+    args = command.split()
+    positional: list[str] = []
+    i = 1
+    while i < len(args):
+        arg, nxt = args[i], args[i + 1] if i + 1 < len(args) else None
+        if arg in ("-i", "--ib-port") and nxt and nxt.isdigit():
+            result.port = int(nxt)
+        elif arg.startswith("--ib-port=") and arg[10:].isdigit():
+            result.port = int(arg[10:])
+        elif arg in ("-d", "--ib-dev") and nxt and result.device is None:
+            result.device = nxt
+        elif arg.startswith("--ib-dev=") and result.device is None:
+            result.device = arg[9:] or None
+        if arg in _VALUE_OPTIONS or arg in ("--ib-port", "--ib-dev"):
+            i += 2
+            continue
+        if not arg.startswith("-"):
+            positional.append(arg)
+        i += 1
+    result.server = result.server or (positional[0] if positional else None)
+
+
+def _apply_header(result: PerftestResult, line: str) -> None:
+    for match in _PAIR.finditer(line):
+        name = _KEYS.get(match.group("key").strip())
+        if name is None or getattr(result, name) is not None:
+            continue
+        value = match.group("value")
+        if name in _INT_KEYS:
+            number = re.fullmatch(r"([0-9]+)(?:\[B\])?", value)
+            if number:
+                setattr(result, name, int(number.group(1)))
+        else:
+            setattr(result, name, value)
+
+
+def _add_row(result: PerftestResult, row: PerftestRow | LatencyRow, seen: dict[int, object]) -> None:
+    earlier = seen.get(row.bytes)
+    if earlier is None:
+        seen[row.bytes] = row
+        (result.rows if isinstance(row, PerftestRow) else result.latency).append(row)  # type: ignore[arg-type]
+    elif earlier != row:
+        result.warnings.append(f"a second, different row for {row.bytes} bytes (kept the first)")
+
+
+def parse_perftest(text: str | None) -> PerftestResult:
+    """The test header, result rows and printed failures of perftest output; never raises."""
+    result = PerftestResult()
+    table: str | None = None  # "bw" or "lat": the kind of the last table header seen
+    unit: str | None = None
+    seen: dict[int, object] = {}
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or set(line) <= set("-*"):
+            continue
+        if match := _TITLE.match(raw):
+            result.sections += 1
+            result.test = result.test or match.group("title")
+            result.kind = result.kind or ("bw" if match.group("kind") == "BW" else "lat")
+            continue
+        if match := _COMMAND.match(raw):
+            _apply_command(result, match.group("cmd").strip())
+            continue
+        if match := _BW_HEADER.search(line):
+            table, unit = "bw", match.group("unit")
+            result.bw_unit = result.bw_unit or unit
+            continue
+        if _LAT_HEADER.search(line):
+            table = "lat"
+            continue
+        tokens = _numbers(line)
+        if tokens is not None:
+            row = _bw_row(tokens, unit or "") if table == "bw" else _lat_row(tokens) if table == "lat" else None
+            if row is not None and (table != "bw" or unit == result.bw_unit):
+                _add_row(result, row, seen)
+            elif len(tokens) >= 3:
+                result.errors.append(f"parse: unrecognised result row: {line[:120]}")
+            continue
+        known = any(_KEYS.get(m.group("key").strip()) for m in _PAIR.finditer(line))
+        if _WARNING.search(line):
+            if line not in result.warnings:
+                result.warnings.append(line[:300])
+        elif _FAILURE.search(line) and not known:
+            result.errors.append(line[:300])
+            if (status := _WC_STATUS.search(line)) and result.completion_status is None:
+                result.completion_status = int(status.group("status"))
+        elif known:
+            _apply_header(result, line)
+    if text and text.strip() and not (result.rows or result.latency or result.errors):
+        result.errors.append("parse: no perftest result table found")
+    return result
