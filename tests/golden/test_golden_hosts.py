@@ -1,0 +1,90 @@
+"""Golden hosts end to end: recorded host trees run through the real capture script, the capture directory,
+every parser and every rule. A healthy host gives no findings; a degraded one names each fault exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fabricase.analysis import analyze, host_samples
+from fabricase.cli import cli
+from fabricase.collectors import COLLECTORS
+from fabricase.pipeline import CollectOptions, collect
+from fabricase.targets import Targets
+from hosttrees.hosts import bnxt_host, efa_host, hgx_mlx5_host
+
+
+def _capture(tmp_path: Path, build, **kw):
+    root = build(tmp_path / "root", **kw)
+    return collect(Targets(hosts=("localhost",)), CollectOptions(interval_s=0, root=str(root)), tmp_path / "cap")
+
+
+@pytest.mark.parametrize("build", [hgx_mlx5_host, efa_host, bnxt_host], ids=["hgx-mlx5", "efa", "bnxt"])
+def test_healthy_hosts_have_no_findings(tmp_path, build):
+    capture = _capture(tmp_path, build)
+    hc = capture.hosts[0]
+    assert str(hc.status) == "ok"
+    # Every item that failed says why; on a healthy recorded host only optional tools are absent.
+    failed = {it.source for it in hc.items if it.kind != "stderr" and it.error}
+    assert all(s.startswith("cmd:") for s in failed), failed
+    assert analyze(capture) == []
+
+
+def test_degraded_hgx_host_names_every_fault(tmp_path):
+    capture = _capture(tmp_path, hgx_mlx5_host, degraded=True)
+    got = {(str(f.severity), f.component, f.kind) for f in analyze(capture)}
+    assert got == {
+        ("critical", "gpu:4", "gpu-fabric-unhealthy"),
+        ("critical", "gpu:6", "nvidia-xid"),
+        ("major", "netdev:eth3", "netdev-errors"),
+        ("major", "netdev:eth3", "phy-errors"),
+        ("major", "nvlink:2/1", "nvlink-errors"),
+        ("major", "nvlink:3/5", "nvlink-inactive"),
+        ("major", "pcie:0000:9c:00.0", "pcie-downgraded"),
+        ("major", "rdma:mlx5_3/1", "rdma-link-flap"),
+        ("major", "rdma:mlx5_3/1", "rdma-symbol-errors"),
+    }
+    by_kind = {f.kind: f for f in analyze(capture)}
+    evidence = {e.source: e.value for e in by_kind["rdma-symbol-errors"].evidence}
+    assert evidence["/sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error"] == 40
+    flap = {e.source: e.value for e in by_kind["rdma-link-flap"].evidence}
+    assert flap["/sys/class/infiniband/mlx5_3/ports/1/counters/link_downed"] == 2
+
+
+def test_every_domain_yields_samples_on_the_hgx_host(tmp_path):
+    hc = _capture(tmp_path, hgx_mlx5_host).hosts[0]
+    components = {s.component.split(":")[0] for s in host_samples(hc)}
+    assert {"netdev", "rdma", "pcie", "gpu", "nvlink"} <= components
+    # Every default collector ran and left at least one item on this host.
+    ran = {it.collector for it in hc.items}
+    assert {n for n, c in COLLECTORS.items() if not c.opt_in} <= ran
+
+
+def test_efa_and_bnxt_share_the_normalized_schema(tmp_path):
+    def rdma_metrics(build, folder):
+        return {s.metric for s in host_samples(_capture(tmp_path / folder, build).hosts[0])
+                if s.component.startswith("rdma:")}
+
+    efa, bnxt = rdma_metrics(efa_host, "e"), rdma_metrics(bnxt_host, "b")
+    for metric in ("link.state", "link.speed_gbps", "rx.bytes", "tx.bytes", "rx.packets", "tx.packets"):
+        assert metric in efa and metric in bnxt, metric
+
+
+def test_cli_analyze_of_a_replayed_degraded_host_names_the_port_and_counter(tmp_path, monkeypatch):
+    """The acceptance path: collect a degraded golden host, then `fabricase analyze DIR --json` offline."""
+    monkeypatch.setenv("FABRICASE_HOME", str(tmp_path / "home"))
+    root = hgx_mlx5_host(tmp_path / "root", degraded=True)
+    runner = CliRunner()
+    cap = tmp_path / "D"
+    result = runner.invoke(cli, ["collect", "--hosts", "localhost", "--interval", "0", "--root", str(root), "-o",
+                                 str(cap)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(runner.invoke(cli, ["analyze", str(cap), "--json"]).stdout)
+    symbol = next(f for f in out["findings"] if f["kind"] == "rdma-symbol-errors")
+    assert symbol["component"] == "rdma:mlx5_3/1"
+    assert any("symbol_error" in (e["source"] or "") for e in symbol["evidence"])
+    human = runner.invoke(cli, ["analyze", str(cap)]).stdout
+    assert "rdma:mlx5_3/1" in human and "symbol_error" in human
