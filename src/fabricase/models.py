@@ -118,12 +118,26 @@ class HostCapture:
     items: list[CaptureItem] = field(default_factory=list)
     snapshots: list[SnapshotInfo] = field(default_factory=list)
     root: Path | None = None  # the host's folder in the capture directory
+    # Lookups and reads are memoized: every analysis domain reads the same items, often the same ones.
+    _index: dict[tuple[str, int, str], CaptureItem] = field(default_factory=dict, init=False, repr=False,
+                                                            compare=False)
+    _indexed: int = field(default=-1, init=False, repr=False, compare=False)
+    _blobs: dict[str, bytes] = field(default_factory=dict, init=False, repr=False, compare=False)
+    cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def _lookup(self) -> dict[tuple[str, int, str], CaptureItem]:
+        if self._indexed != len(self.items):
+            self._index = {}
+            for it in self.items:
+                self._index.setdefault((it.source, it.snapshot, it.kind), it)
+            self._indexed = len(self.items)
+        return self._index
 
     def item(self, source: str, snapshot: int = 0, kind: str | None = None) -> CaptureItem | None:
-        for it in self.items:
-            if it.source == source and it.snapshot == snapshot and (kind is None or it.kind == kind):
-                return it
-        return None
+        index = self._lookup()
+        if kind is not None:
+            return index.get((source, snapshot, kind))
+        return index.get((source, snapshot, "file")) or index.get((source, snapshot, "command"))
 
     def matching(self, pattern: str, snapshot: int = 0) -> list[CaptureItem]:
         """Items whose source matches a shell-style pattern, in source order."""
@@ -137,7 +151,15 @@ class HostCapture:
     def read(self, item: CaptureItem) -> bytes:
         if self.root is None:
             raise ValueError(f"host {self.host}: capture has no directory to read {item.source} from")
-        return (self.root / item.path).read_bytes()
+        data = self._blobs.get(item.path)
+        if data is None:
+            data = self._blobs[item.path] = (self.root / item.path).read_bytes()
+        return data
+
+    def release(self) -> None:
+        """Drop memoized reads and parses: a fleet's captures must not all stay in memory at once."""
+        self._blobs.clear()
+        self.cache.clear()
 
     def text(self, source: str, snapshot: int = 0) -> str | None:
         """The item's content as text (undecodable bytes replaced), or None when it was not captured."""

@@ -21,22 +21,30 @@ from pathlib import Path
 __all__ = ["command_key", "record_command", "write_file", "write_s1"]
 
 _STUB = """#!/bin/sh
-# Replays a recorded output of {name} (tests/hosttrees).
-d="$(dirname "$0")/../out/{name}"
-key=$(printf '%s_' "$@")
-key=${{key%_}}
+# Replays a recorded output of {name} (tests/hosttrees). Builtins only, but for the one `cat`.
+d="${{0%/*}}/../out/{name}"
+key=
+for a in "$@"; do key="$key$a "; done
+key=${{key% }}
 [ -n "$key" ] || key=_
-key=$(printf '%s' "$key" | tr '/ ' '__')
+out=
+while [ -n "$key" ]; do
+  c=${{key%"${{key#?}}"}}
+  key=${{key#?}}
+  case $c in " "|/) c=_ ;; esac
+  out="$out$c"
+done
+key=$out
 if [ "${{FC_SNAPSHOT:-0}}" = 1 ] && [ -f "$d/$key@s1" ]; then key="$key@s1"; fi
 if [ -f "$d/$key" ]; then
   cat "$d/$key"
-  [ -f "$d/$key.rc" ] && exit "$(cat "$d/$key.rc")"
-  exit 0
+  rc=0
+  [ -f "$d/$key.rc" ] && read -r rc <"$d/$key.rc"
+  exit "$rc"
 fi
 echo "{name}: no recorded output for: $*" >&2
 exit 1
 """
-
 
 def command_key(args: tuple[str, ...] | list[str]) -> str:
     key = "_".join(args) or "_"

@@ -62,8 +62,11 @@ def host_samples(hc: HostCapture) -> list[MetricSample]:
 
 def analyze_host(hc: HostCapture) -> list[Finding]:
     """Every rule's findings for one host, sorted."""
-    samples = host_samples(hc)
-    return sort_findings(finding for a in ANALYZERS for rule in a.rules for finding in rule(hc, samples))
+    try:
+        samples = host_samples(hc)
+        return sort_findings(finding for a in ANALYZERS for rule in a.rules for finding in rule(hc, samples))
+    finally:
+        hc.release()
 
 
 def _fleet_findings(capture: Capture) -> list[Finding]:

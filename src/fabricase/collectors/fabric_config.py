@@ -12,6 +12,10 @@ MODULES = ("mlx5_core", "mlx5_ib", "efa", "bnxt_en", "bnxt_re", "ice", "irdma", 
 _GID = "/sys/class/infiniband/*/ports/*/gid_attrs"
 
 
+def _unless(*tools: str) -> str:
+    return "".join(f"command -v {t} >/dev/null 2>&1 && exit 0; " for t in tools)
+
+
 class FabricConfigCollector(Collector):
     name = "fabric_config"
     version = 1
@@ -25,10 +29,14 @@ class FabricConfigCollector(Collector):
         FileSpec(f"{_GID}/types/[0-3]", cap=64),
         *(FileSpec(f"/sys/module/{module}/version", cap=256) for module in MODULES),
     )
+    # One source of PFC truth per host, in order of detail: dcb runs only without mlnx_qos, dcbtool only
+    # without either (three tools per port on every host cost more CPU than the whole sysfs read).
     commands = (
         CommandSpec("mlnx-qos", each_port("mlnx_qos", 'mlnx_qos -i "$i"'), timeout_s=60, cap=512 << 10),
-        CommandSpec("dcb", each_port("dcb", 'dcb pfc show dev "$i"; dcb apptrust show dev "$i"', keep_status=False),
+        CommandSpec("dcb", _unless("mlnx_qos") + each_port(
+            "dcb", 'dcb pfc show dev "$i"; dcb apptrust show dev "$i"', keep_status=False),
                     timeout_s=20, cap=128 << 10),
-        CommandSpec("dcbtool", each_port("dcbtool", 'dcbtool gc "$i" pfc', keep_status=False), timeout_s=20,
-                    cap=128 << 10),
+        CommandSpec("dcbtool", _unless("mlnx_qos", "dcb") + each_port("dcbtool", 'dcbtool gc "$i" pfc',
+                                                                       keep_status=False),
+                    timeout_s=20, cap=128 << 10),
     )

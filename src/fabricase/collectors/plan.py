@@ -69,11 +69,12 @@ _fc_text() {
 }
 # _fc_out COLLECTOR KIND SNAPSHOT RC CAP T0 T1 SOURCE FILE: frame a file's bytes, cut at CAP.
 _fc_out() {
-  _fc_n=$(wc -c <"$9" 2>/dev/null) || _fc_n=0
-  _fc_n=$((_fc_n + 0)); _fc_tr=0
+  _fc_n=0; _fc_tr=0
+  if [ -s "$9" ]; then _fc_n=$(wc -c <"$9" 2>/dev/null) || _fc_n=0; fi
+  _fc_n=$((_fc_n + 0))
   if [ "$_fc_n" -gt "$5" ]; then _fc_n=$5; _fc_tr=1; fi
   printf '@@FC1 I %s %s %s %s %s %s %s %s %s\n' "$1" "$2" "$3" "$4" "$_fc_n" "$_fc_tr" "$6" "$7" "$8"
-  head -c "$_fc_n" "$9"
+  [ "$_fc_n" -gt 0 ] && head -c "$_fc_n" "$9"
   printf '\n'
 }
 # _fc_raw COLLECTOR SNAPSHOT CAP REALPATH: verbatim bytes, binary-safe.
@@ -93,7 +94,9 @@ _fc_cmd() {
   _fc_rc=255; read -r _fc_rc <"$_fc_tmp/rc" 2>/dev/null
   _fc_up
   _fc_out "$1" command "$2" "$_fc_rc" "$5" "$_fc_t0" "$_fc_u" "cmd:$3" "$_fc_tmp/o"
-  _fc_out "$1" stderr "$2" "$_fc_rc" __STDERR_CAP__ "$_fc_t0" "$_fc_u" "cmd:$3" "$_fc_tmp/e"
+  # stderr only when there is some: most commands print none, and each frame costs two processes.
+  [ -s "$_fc_tmp/e" ] && _fc_out "$1" stderr "$2" "$_fc_rc" __STDERR_CAP__ "$_fc_t0" "$_fc_u" "cmd:$3" "$_fc_tmp/e"
+  return 0
 }
 """.replace("__STDERR_CAP__", str(STDERR_CAP))
 
