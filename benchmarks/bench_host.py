@@ -20,14 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
-from hosttrees.hosts import hgx_mlx5_host  # noqa: E402
-
 from fabricase.analysis import ANALYZERS, analyze_host  # noqa: E402
 from fabricase.capturedir import host_capture_from_stream, load_capture, write_capture_meta, write_host  # noqa: E402
 from fabricase.collectors import select_collectors  # noqa: E402
 from fabricase.collectors.framing import parse_stream  # noqa: E402
 from fabricase.collectors.plan import CapturePlan, compile_script  # noqa: E402
 from fabricase.models import HostStatus  # noqa: E402
+from hosttrees.hosts import hgx_mlx5_host  # noqa: E402
 
 
 def child_cpu() -> float:

@@ -27,5 +27,5 @@ def test_every_emitted_kind_is_documented(tmp_path):
     ]
     kinds = {f.kind for f in analyze(make_capture(tmp_path, hosts))}
     assert kinds == {"host-unreachable", "netdev-errors", "link-flap", "link-down", "kernel-link-down", "nvidia-xid"}
-    documented = set(re.findall(r"^\| `([a-z-]+)` \| (?:major|minor)", DOC.read_text(), re.M))
-    assert kinds == documented
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", DOC.read_text(), re.M))
+    assert kinds <= documented

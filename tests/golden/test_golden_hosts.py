@@ -88,3 +88,12 @@ def test_cli_analyze_of_a_replayed_degraded_host_names_the_port_and_counter(tmp_
     assert any("symbol_error" in (e["source"] or "") for e in symbol["evidence"])
     human = runner.invoke(cli, ["analyze", str(cap)]).stdout
     assert "rdma:mlx5_3/1" in human and "symbol_error" in human
+
+
+def test_every_kind_the_golden_hosts_raise_is_documented(tmp_path):
+    import re
+
+    doc = (Path(__file__).parents[2] / "docs" / "findings.md").read_text()
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", doc, re.M))
+    kinds = {f.kind for f in analyze(_capture(tmp_path, hgx_mlx5_host, degraded=True))}
+    assert kinds and kinds <= documented, kinds - documented

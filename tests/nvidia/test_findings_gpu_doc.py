@@ -1,4 +1,4 @@
-"""docs/findings-gpu.md documents every kind the GPU and kernel rules can emit, and docs/counters-nvidia.md
+"""docs/findings.md documents every kind the GPU and kernel rules can emit, and docs/counters-nvidia.md
 every normalized metric gpu_samples produces for the golden host."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ def _emitted_kinds() -> set[str]:
 def test_every_kind_is_documented():
     kinds = _emitted_kinds()
     assert len(kinds) == 16, sorted(kinds)
-    documented = set(re.findall(r"^\| `([a-z-]+)` \|", (DOCS / "findings-gpu.md").read_text(), re.M))
-    assert kinds == documented
+    documented = set(re.findall(r"^\| `([a-z-]+)` \|", (DOCS / "findings.md").read_text(), re.M))
+    assert kinds <= documented
 
 
 def test_every_metric_is_documented():

@@ -1,4 +1,4 @@
-"""docs/counters.md documents every normalized metric; docs/findings-rdma.md every finding kind."""
+"""docs/counters.md documents every normalized metric; docs/findings.md every finding kind."""
 
 import inspect
 import re
@@ -24,7 +24,7 @@ def test_every_finding_kind_is_documented():
     kinds = set(re.findall(r'"(rdma-[a-z-]+)"', inspect.getsource(rdma)))
     assert kinds == {"rdma-port-down", "rdma-link-flap", "rdma-symbol-errors", "rdma-port-errors",
                      "rdma-transport-errors", "rdma-speed-downshift", "rdma-counter-saturated"}
-    text = (DOCS / "findings-rdma.md").read_text()
+    text = (DOCS / "findings.md").read_text()
     for kind in kinds:
         assert f"| `{kind}` |" in text, kind
 

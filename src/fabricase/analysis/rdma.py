@@ -1,5 +1,5 @@
 """RDMA ports of one host: normalized metrics (docs/counters.md) from sysfs and `rdma statistic show`, as deltas
-and rates between snapshots 0 and 1, and the rules over them (docs/findings-rdma.md)."""
+and rates between snapshots 0 and 1, and the rules over them (docs/findings.md)."""
 
 from __future__ import annotations
 
