@@ -10,7 +10,9 @@ stubs from real captured formats. Run by hand from the repository root:
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +36,28 @@ def child_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def use_binary_tools(root: Path, workdir: Path) -> bool:
+    """Swap the shell stubs for one compiled replay binary (a real tool is one process, not sh + cat)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        return False
+    binary = workdir / "replay_tool"
+    subprocess.run([cc, "-O2", "-o", str(binary), str(Path(__file__).with_name("replay_tool.c"))], check=True)
+    for stub in (root / ".fabricase" / "bin").iterdir():
+        stub.unlink()
+        os.link(binary, stub)
+    return True
+
+
+def run_cpu(script: str, repeat: int) -> tuple[list[float], bytes]:
+    cpu, out = [], b""
+    for _ in range(repeat):
+        c0 = child_cpu()
+        out = subprocess.run(["sh", "-s"], input=script.encode(), capture_output=True, check=True).stdout
+        cpu.append(child_cpu() - c0)
+    return cpu, out
+
+
 def ms(xs: list[float]) -> str:
     return f"median {statistics.median(xs) * 1000:7.1f} ms  (min {min(xs) * 1000:.1f}, max {max(xs) * 1000:.1f})"
 
@@ -48,11 +72,11 @@ def main() -> None:
         # them alone (same commands, outputs to /dev/null) to report the script's own share too.
         plan = CapturePlan(collectors=tuple(select_collectors()), interval_s=0, root=str(root))
         script = compile_script(plan)
-        cpu, parse, load, normalize, rules = [], [], [], [], []
+        cpu, _ = run_cpu(script, args.repeat)
+        binary = use_binary_tools(root, Path(tmp))
+        cpu_bin, out = run_cpu(script, args.repeat) if binary else ([], b"")
+        parse, load, normalize, rules = [], [], [], []
         for n in range(args.repeat):
-            c0 = child_cpu()
-            out = subprocess.run(["sh", "-s"], input=script.encode(), capture_output=True, check=True).stdout
-            cpu.append(child_cpu() - c0)
             t0 = time.perf_counter()
             stream = parse_stream(out)
             hc, blobs = host_capture_from_stream("gpu001", stream, plan)
@@ -75,7 +99,9 @@ def main() -> None:
         counter_files = sum(1 for it in stream.items if it.kind == "file" and it.snapshot == 0)
     print(f"host: {counter_files} files, {len(stream.items)} stream items, {stubs} recorded command outputs, "
           f"{len(samples)} metric samples, {len(findings)} findings; runs: {args.repeat}")
-    print(f"capture script CPU (sh + children, incl. replay stubs): {ms(cpu)}")
+    print(f"capture script CPU (sh + children, shell replay stubs): {ms(cpu)}")
+    if cpu_bin:
+        print(f"capture script CPU (tools replayed by one binary each):  {ms(cpu_bin)}")
     print(f"parse stream into items:                              {ms(parse)}")
     print(f"load capture directory (index, no sha256 check):      {ms(load)}")
     print(f"normalize (every domain's metric samples):            {ms(normalize)}")

@@ -115,3 +115,30 @@ def test_text_files_cost_no_process_each(tmp_path: Path):
     # rm + mkdir + date per snapshot mark + sleep + rm at exit: a handful, whatever the number of files.
     assert len(programs) < 15, programs
     assert shutil.which("sh")
+
+
+def test_guards_are_hoisted_out_of_the_command():
+    from fabricase.collectors.plan import hoist_guards
+
+    assert hoist_guards("command -v dcb >/dev/null 2>&1 || exit 0; dcb pfc show") == (["dcb"], [], "dcb pfc show")
+    assert hoist_guards("command -v mlnx_qos >/dev/null 2>&1 && exit 0; command -v dcb >/dev/null 2>&1 || exit 0; "
+                        "x") == (["dcb"], ["mlnx_qos"], "x")
+    assert hoist_guards("uname -a") == ([], [], "uname -a")
+
+
+class _Guarded(Collector):
+    name = "guarded"
+    commands = (
+        CommandSpec("absent", "command -v no-such-tool-fc >/dev/null 2>&1 || exit 0; no-such-tool-fc"),
+        CommandSpec("present", "command -v sh >/dev/null 2>&1 || exit 0; echo here"),
+        CommandSpec("vetoed", "command -v sh >/dev/null 2>&1 && exit 0; echo never"),
+    )
+
+
+def test_an_absent_tool_gives_an_empty_item_without_running(tmp_path):
+    r = parse_stream(run_script(compile_script(CapturePlan(collectors=(_Guarded,), interval_s=0))))
+    got = items_by(r.items)
+    assert (got[("cmd:absent", 0, "command")].rc, got[("cmd:absent", 0, "command")].content) == (0, b"")
+    assert got[("cmd:absent", 0, "command")].t0 is None  # never started
+    assert got[("cmd:present", 0, "command")].content == b"here\n"
+    assert got[("cmd:vetoed", 0, "command")].content == b"" and got[("cmd:vetoed", 0, "command")].rc == 0

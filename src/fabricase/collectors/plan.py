@@ -17,12 +17,13 @@ counter files costs a handful of processes per snapshot.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
 from fabricase.collectors.base import Collector, CommandSpec, FileSpec
 
-__all__ = ["CapturePlan", "FRAME_MAGIC", "STDERR_CAP", "compile_script"]
+__all__ = ["CapturePlan", "FRAME_MAGIC", "STDERR_CAP", "compile_script", "hoist_guards"]
 
 FRAME_MAGIC = b"@@FC1"
 STDERR_CAP = 8192
@@ -82,6 +83,8 @@ _fc_raw() {
   head -c $(($3 + 1)) "$4" >"$_fc_tmp/o" 2>/dev/null; _fc_rc=$?
   _fc_out "$1" file "$2" "$_fc_rc" "$3" - - "${4#"$_fc_root"}" "$_fc_tmp/o"
 }
+# _fc_skip COLLECTOR SNAPSHOT NAME: the command's tool is absent; an empty item, as the command itself would give.
+_fc_skip() { printf '@@FC1 I %s command %s 0 0 0 - - cmd:%s\n\n' "$1" "$2" "$3"; }
 # _fc_cmd COLLECTOR SNAPSHOT NAME TIMEOUT CAP SHELL
 _fc_cmd() {
   FC_SNAPSHOT=$2; export FC_SNAPSHOT
@@ -137,6 +140,31 @@ def _file_lines(col: type[Collector], spec: FileSpec, snapshot: int) -> list[str
     ]
 
 
+_GUARD = re.compile(r"command -v ([A-Za-z0-9_.+-]+) >/dev/null 2>&1 (\|\||&&) exit 0; ")
+
+
+def hoist_guards(shell: str) -> tuple[list[str], list[str], str]:
+    """Split leading `command -v T >/dev/null 2>&1 || exit 0; ` (needs T) and `... && exit 0; ` (unless T)
+    guards off a command line, so the script tests them with builtins instead of starting timeout and sh
+    for a tool that is not there."""
+    needs: list[str] = []
+    unless: list[str] = []
+    while match := _GUARD.match(shell):
+        (needs if match.group(2) == "||" else unless).append(match.group(1))
+        shell = shell[match.end():]
+    return needs, unless, shell
+
+
+def _command_line(col: type[Collector], cmd: CommandSpec, snapshot: int) -> str:
+    needs, unless, _ = hoist_guards(cmd.shell)
+    run = f"_fc_cmd {col.name} {snapshot} {_q(cmd.name)} {cmd.timeout_s:g} {cmd.cap} {_q(cmd.shell)}"
+    tests = [f"command -v {t} >/dev/null 2>&1" for t in needs] + [f"! command -v {t} >/dev/null 2>&1"
+                                                                   for t in unless]
+    if not tests:
+        return run
+    return f"if {' && '.join(tests)}; then {run}; else _fc_skip {col.name} {snapshot} {_q(cmd.name)}; fi"
+
+
 def _glob_quote(pattern: str) -> str:
     """Quote a glob for the shell while leaving its wildcards active."""
     out = []
@@ -168,8 +196,7 @@ def _snapshot_lines(plan: CapturePlan, snapshot: int, counters: bool) -> list[st
                 body += _file_lines(col, spec, snapshot)
         for cmd in col.commands:
             if cmd.counter == counters:
-                body.append(f"_fc_cmd {col.name} {snapshot} {_q(cmd.name)} {cmd.timeout_s:g} {cmd.cap} "
-                            f"{_q(cmd.shell)}")
+                body.append(_command_line(col, cmd, snapshot))
         lines += _block(col, body)
     return lines
 
