@@ -64,6 +64,10 @@ class CollectOptions:
     root: str = ""  # read host files under this folder (tests, golden host trees)
     nccl_logs: tuple[str, ...] = ()  # globs of a job's NCCL_DEBUG=INFO output, copied into the capture
     perf: bool = False  # also run the opt-in perf-test collector
+    fanout: int = 64  # hosts captured at once (ssh)
+    deadline_s: float | None = None  # overall limit: hosts not started by then are recorded as timed out
+    ssh_options: tuple[str, ...] = ()  # passed to ssh as -o VALUE
+    user: str | None = None
 
 
 def default_via(hosts: tuple[str, ...] | list[str]) -> str:
@@ -118,7 +122,8 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
     plan = _plan(opts)
     nccl_logs = expand_globs(opts.nccl_logs, "--nccl-log")  # before any capture work: fail fast
     via = opts.via or default_via(targets.hosts)
-    transport = get_transport(via)
+    transport = get_transport(via, fanout=opts.fanout, deadline_s=opts.deadline_s, ssh_options=opts.ssh_options,
+                              user=opts.user)
     root = prepare_capture_dir(out_dir)
     created = utc_now()
     write_capture_meta(root, plan=plan, targets={**targets.describe(), "via": via},

@@ -88,6 +88,13 @@ def target_options(f):
                      help="Per-host capture time limit in seconds (default: derived from the collectors).")(f)
     f = click.option("--collector", "collectors", multiple=True,
                      help="Run only this collector (repeatable).")(f)
+    f = click.option("--fanout", type=click.IntRange(1, 4096), default=64, show_default=True,
+                     help="Hosts captured at once.")(f)
+    f = click.option("--deadline", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Overall limit in seconds; hosts not started by then are recorded as timed out.")(f)
+    f = click.option("--ssh-option", "ssh_options", multiple=True, metavar="OPT",
+                     help="Passed to ssh as -o OPT, e.g. 'ProxyJump=bastion' (repeatable).")(f)
+    f = click.option("--user", default=None, help="Remote user for ssh (default: your ssh config).")(f)
     f = click.option("--perf", is_flag=True,
                      help="Also run perf tests (nccl-tests, ib_write_bw loopback) where installed; loads the host.")(f)
     f = click.option("--nccl-log", "nccl_logs", multiple=True, metavar="GLOB",
@@ -111,7 +118,9 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
         return load_replay(targets.replay)
     opts = CollectOptions(via=target["via"], interval_s=target["interval"], since_s=int(target["since_h"] * 3600),
                           timeout_s=target["timeout"], collectors=tuple(target["collectors"]), root=target["root"],
-                          nccl_logs=tuple(target["nccl_logs"]), perf=target["perf"])
+                          nccl_logs=tuple(target["nccl_logs"]), perf=target["perf"], fanout=target["fanout"],
+                          deadline_s=target["deadline"], ssh_options=tuple(target["ssh_options"]),
+                          user=target["user"])
     if out_dir is None:
         from fabricase.capturedir import new_capture_dir
 

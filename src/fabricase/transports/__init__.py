@@ -1,24 +1,31 @@
-"""Transports by name. `ssh` and `slurm` come with the fleet fan-out issue; the seam is here."""
+"""Transports by name: an explicit registry of import paths, loaded on first use."""
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from fabricase.errors import TransportError
 from fabricase.transports.base import HostRun, Transport
-from fabricase.transports.local import LocalTransport, is_local_name
+from fabricase.transports.local import is_local_name
 
 __all__ = ["TRANSPORTS", "HostRun", "Transport", "get_transport", "is_local_name"]
 
-TRANSPORTS: dict[str, type[Transport] | None] = {
-    "local": LocalTransport,
+# name -> "module:Class"; None marks a transport that this version does not have yet.
+TRANSPORTS: dict[str, str | None] = {
+    "local": "fabricase.transports.local:LocalTransport",
     "ssh": None,
     "slurm": None,
 }
 
 
-def get_transport(name: str) -> Transport:
+def get_transport(name: str, **options: Any) -> Transport:
+    """The transport called `name`, built with the options it accepts (fanout, deadline_s, ssh_options, user)."""
     if name not in TRANSPORTS:
         raise TransportError(f"unknown transport {name!r}; valid: {', '.join(TRANSPORTS)}")
-    cls = TRANSPORTS[name]
-    if cls is None:
+    target = TRANSPORTS[name]
+    if target is None:
         raise TransportError(f"the {name} transport is not available in this version yet; use --via local")
-    return cls()
+    module, _, cls_name = target.partition(":")
+    cls = getattr(importlib.import_module(module), cls_name)
+    return cls.from_options(**options)

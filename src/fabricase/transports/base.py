@@ -9,6 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fabricase.models import HostStatus
 
@@ -29,6 +30,11 @@ class HostRun:
 
 class Transport(ABC):
     name: str
+
+    @classmethod
+    def from_options(cls, **options: Any) -> Transport:
+        """Build from the CLI's transport options; each transport takes the ones it understands."""
+        return cls()
 
     @abstractmethod
     def run(
