@@ -68,12 +68,12 @@ def main() -> None:
             cpu.append(child_cpu() - c0)
             t0 = time.perf_counter()
             stream = parse_stream(out)
-            hc, blobs = host_capture_from_stream("h1", stream, plan)
+            hc = host_capture_from_stream("h1", stream, plan)
             hc.status, hc.transport = HostStatus.OK, "local"
             cap_dir = Path(tmp) / f"cap{n}"
             cap_dir.mkdir()
             write_capture_meta(cap_dir, plan=plan, targets={}, hosts=["h1"], created_at="2026-01-01T00:00:00Z")
-            write_host(cap_dir, hc, blobs)
+            write_host(cap_dir, hc, out)
             parse.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             capture = load_capture(cap_dir)

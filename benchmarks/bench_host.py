@@ -79,13 +79,13 @@ def main() -> None:
         for n in range(args.repeat):
             t0 = time.perf_counter()
             stream = parse_stream(out)
-            hc, blobs = host_capture_from_stream("gpu001", stream, plan)
+            hc = host_capture_from_stream("gpu001", stream, plan)
             parse.append(time.perf_counter() - t0)
             hc.status, hc.transport = HostStatus.OK, "local"
             cap_dir = Path(tmp) / f"cap{n}"
             cap_dir.mkdir()
             write_capture_meta(cap_dir, plan=plan, targets={}, hosts=["gpu001"], created_at="2026-01-01T00:00:00Z")
-            write_host(cap_dir, hc, blobs)
+            write_host(cap_dir, hc, out)
             t0 = time.perf_counter()
             hc = load_capture(cap_dir, verify=False).hosts[0]
             load.append(time.perf_counter() - t0)

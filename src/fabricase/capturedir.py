@@ -21,6 +21,8 @@ from fabricase.models import Capture, CaptureItem, HostCapture, HostStatus, Inpu
 
 __all__ = [
     "FORMAT_VERSION",
+    "READABLE_VERSIONS",
+    "STREAM_FILE",
     "INPUT_CAP",
     "add_inputs",
     "find_capture_root",
@@ -32,7 +34,9 @@ __all__ = [
     "write_host",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+STREAM_FILE = "stream.fc1"  # a host's capture stream, byte for byte as the host sent it
 _FORMAT = "fabricase-capture"
 _SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
@@ -67,15 +71,16 @@ def _error_for(kind: str, rc: int | None, timeout_s: float | None, stderr: bytes
     return f"exit {rc}" + (f": {first[0][:200]}" if first else "")
 
 
-def host_capture_from_stream(host: str, stream: StreamResult, plan: CapturePlan) -> tuple[HostCapture, dict]:
-    """Turn a parsed stream into a HostCapture plus the bytes of each item (keyed by item path)."""
+def host_capture_from_stream(host: str, stream: StreamResult, plan: CapturePlan) -> HostCapture:
+    """Index a parsed stream: each item points into the raw stream (stored verbatim as stream.fc1)."""
     stderr = {(i.source, i.snapshot): i.content for i in stream.items if i.kind == "stderr"}
     items: list[CaptureItem] = []
-    blobs: dict[str, bytes] = {}
+    seen: set[str] = set()
     for fi in stream.items:
-        path = _item_path(fi.source, fi.snapshot, fi.kind)
-        if path is None or path in blobs:
+        logical = _item_path(fi.source, fi.snapshot, fi.kind)
+        if logical is None or logical in seen:
             continue  # refused or duplicate (two globs reaching one file): the first read wins
+        seen.add(logical)
         cmd = plan.command(fi.source[4:]) if fi.source.startswith("cmd:") else None
         duration = None
         if fi.t0 is not None and fi.t1 is not None:
@@ -85,18 +90,16 @@ def host_capture_from_stream(host: str, stream: StreamResult, plan: CapturePlan)
             error = _error_for(fi.kind, fi.rc, cmd.timeout_s if cmd else None,
                                stderr.get((fi.source, fi.snapshot), b""))
         items.append(CaptureItem(
-            source=fi.source, snapshot=fi.snapshot, kind=fi.kind, collector=fi.collector, path=path,
+            source=fi.source, snapshot=fi.snapshot, kind=fi.kind, collector=fi.collector, path=STREAM_FILE,
             bytes=len(fi.content), sha256=hashlib.sha256(fi.content).hexdigest(), rc=fi.rc,
             duration_ms=duration, truncated=fi.truncated, error=error,
-            command=cmd.shell if cmd and fi.kind == "command" else None,
+            command=cmd.shell if cmd and fi.kind == "command" else None, offset=fi.offset,
         ))
-        blobs[path] = fi.content
     snaps = [
         SnapshotInfo(index=m.index, epoch=m.epoch_start, uptime_start=m.uptime_start, uptime_end=m.uptime_end)
         for m in sorted(stream.snapshots.values(), key=lambda m: m.index)
     ]
-    hc = HostCapture(host=host, status=HostStatus.OK, transport="", items=items, snapshots=snaps)
-    return hc, blobs
+    return HostCapture(host=host, status=HostStatus.OK, transport="", items=items, snapshots=snaps)
 
 
 def new_capture_dir(parent: Path, label: str) -> Path:
@@ -189,16 +192,13 @@ def host_dir_name(host: str) -> str:
     return host
 
 
-def write_host(root: Path, hc: HostCapture, blobs: dict[str, bytes]) -> HostCapture:
+def write_host(root: Path, hc: HostCapture, raw: bytes) -> HostCapture:
+    """Store a host: its raw stream verbatim (one file, whatever the number of items), index and record."""
     hdir = root / "hosts" / host_dir_name(hc.host)
     try:
         hdir.mkdir(parents=True, exist_ok=True)
-        base = str(hdir)
-        for folder in sorted({os.path.dirname(rel) for rel in blobs}):
-            os.makedirs(os.path.join(base, folder), exist_ok=True)
-        for rel, data in blobs.items():
-            with open(os.path.join(base, rel), "wb") as fh:
-                fh.write(data)
+        with open(hdir / STREAM_FILE, "wb") as fh:
+            fh.write(raw)
         _write_json(hdir / "index.json", {"items": [it.to_dict() for it in hc.items]})
         _write_json(hdir / "host.json", {
             "host": hc.host, "status": str(hc.status), "reason": hc.reason, "transport": hc.transport,
@@ -251,9 +251,31 @@ def _load_host(root: Path, name: str, verify: bool) -> HostCapture:
     except (KeyError, TypeError, ValueError) as exc:
         raise CaptureError(f"malformed host record ({exc})", where=str(hdir)) from exc
     if verify:
-        for it in items:
-            _check_item(hdir, it)
+        _check_items(hdir, items)
     return hc
+
+
+def _check_items(hdir: Path, items: list[CaptureItem]) -> None:
+    packs: dict[str, bytes] = {}
+    for it in items:
+        if it.offset is None:
+            _check_item(hdir, it)
+            continue
+        where = f"{hdir}/{it.path} item {it.source} (snapshot {it.snapshot}, {it.kind})"
+        if it.path != STREAM_FILE or it.offset < 0:
+            raise CorruptItemError("item does not point into the host's stream", where=where)
+        if it.path not in packs:
+            try:
+                packs[it.path] = (hdir / it.path).read_bytes()
+            except OSError as exc:
+                raise CorruptItemError(f"stream missing or unreadable ({exc.strerror})",
+                                       where=f"{hdir}/{it.path}") from exc
+        data = packs[it.path][it.offset:it.offset + it.bytes]
+        if len(data) != it.bytes:
+            raise CorruptItemError(f"stream ends {it.bytes - len(data)} bytes short of the item (truncated?)",
+                                   where=where)
+        if hashlib.sha256(data).hexdigest() != it.sha256:
+            raise CorruptItemError("item content does not match its sha256 (corrupt or edited)", where=where)
 
 
 def _check_item(hdir: Path, it: CaptureItem) -> None:
@@ -281,8 +303,9 @@ def load_capture(path: Path, *, verify: bool = True) -> Capture:
     if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
         raise CaptureError("not a fabricase capture (format field)", where=str(root / "capture.json"))
     version = meta.get("format_version")
-    if version != FORMAT_VERSION:
-        raise CaptureError(f"capture format {version} is not supported (this fabricase reads {FORMAT_VERSION})",
+    if version not in READABLE_VERSIONS:
+        readable = ", ".join(map(str, READABLE_VERSIONS))
+        raise CaptureError(f"capture format {version} is not supported (this fabricase reads {readable})",
                            where=str(root))
     hosts = [_load_host(root, name, verify) for name in meta.get("hosts", [])]
     return Capture(

@@ -75,7 +75,8 @@ class CaptureItem:
 
     source: the absolute path read (`/sys/class/net/eth0/statistics/rx_errors`) or `cmd:<name>`;
     a command's stderr is a separate item with source `cmd:<name>` and kind `stderr`.
-    path: where the bytes are stored, relative to the host's folder in the capture directory.
+    path: where the bytes are stored, relative to the host's folder in the capture directory: the host's
+    packed stream (`stream.fc1`, with `offset`), or a file of its own (format 1, and recorded test hosts).
     """
 
     source: str
@@ -90,6 +91,7 @@ class CaptureItem:
     truncated: bool = False
     error: str | None = None
     command: str | None = None
+    offset: int | None = None  # set when `path` is the host's packed stream: the item is bytes[offset:+bytes]
 
     def to_dict(self) -> dict[str, Any]:
         # Every field is a plain value; asdict's deep copy costs ~60 us an item on a 4,000-item host.
@@ -154,6 +156,8 @@ class HostCapture:
         data = self._blobs.get(item.path)
         if data is None:
             data = self._blobs[item.path] = (self.root / item.path).read_bytes()
+        if item.offset is not None:
+            return data[item.offset:item.offset + item.bytes]
         return data
 
     def release(self) -> None:

@@ -91,7 +91,7 @@ def _host_budget(plan: CapturePlan) -> float:
 
 def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str) -> None:
     stream = parse_stream(run.stdout)
-    hc, blobs = host_capture_from_stream(run.host, stream, plan)
+    hc = host_capture_from_stream(run.host, stream, plan)
     hc.transport, hc.started_at, hc.finished_at = transport, run.started_at, run.finished_at
     hc.status, hc.reason = run.status, run.reason
     if run.status == HostStatus.OK and stream.error:
@@ -100,7 +100,7 @@ def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str) -> 
         hc.reason = f"capture stream: {stream.error}"
     elif run.status != HostStatus.OK and stream.items:
         hc.reason = f"{run.reason}; {len(stream.items)} items kept"
-    write_host(root, hc, blobs)
+    write_host(root, hc, run.stdout)
 
 
 def expand_globs(patterns: tuple[str, ...], option: str) -> list[Path]:

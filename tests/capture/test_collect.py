@@ -25,7 +25,7 @@ def _collect(tmp_path: Path, root: Path, **kw) -> Path:
 def test_collect_writes_a_verifiable_capture_directory(tmp_path, fake_root):
     out = _collect(tmp_path, fake_root)
     meta = json.loads((out / "capture.json").read_text())
-    assert meta["format"] == "fabricase-capture" and meta["format_version"] == 1
+    assert meta["format"] == "fabricase-capture" and meta["format_version"] == 2
     from fabricase.collectors import COLLECTORS
 
     assert set(meta["collectors"]) == {n for n, c in COLLECTORS.items() if not c.opt_in}
@@ -33,27 +33,54 @@ def test_collect_writes_a_verifiable_capture_directory(tmp_path, fake_root):
     hc = cap.host("localhost")
     assert hc.status == HostStatus.OK and hc.transport == "local"
     it = hc.item("/sys/class/net/eth1/statistics/rx_crc_errors", 1)
-    assert it.path == "s1/fs/sys/class/net/eth1/statistics/rx_crc_errors"
+    assert it.path == "stream.fc1" and it.offset > 0
     assert hc.read(it) == b"57\n"
+    # The stream is stored exactly as the host sent it: every item is a slice of it.
+    raw = (out / "hosts/localhost/stream.fc1").read_bytes()
+    assert raw.startswith(b"@@FC1 BEGIN") and raw.endswith(b"@@FC1 END\n")
+    assert raw[it.offset:it.offset + it.bytes] == b"57\n"
     assert hc.interval_s is not None and hc.interval_s >= 0.0
     # The kernel-log command ran (whatever this machine allows); stderr is kept apart, and only when not empty.
     assert hc.item("cmd:kernel-log", 0, kind="command") is not None
     stderr = hc.item("cmd:kernel-log", 0, kind="stderr")
-    assert stderr is None or (stderr.path == "s0/cmd/kernel-log.stderr" and stderr.bytes > 0)
+    assert stderr is None or stderr.bytes > 0
 
 
 def test_corrupt_and_truncated_items_are_named(tmp_path, fake_root):
     out = _collect(tmp_path, fake_root)
-    item = out / "hosts/localhost/s0/fs/sys/class/net/eth1/mtu"
-    item.write_text("1500\n")  # same size, other bytes
-    with pytest.raises(CorruptItemError, match="eth1/mtu.*sha256"):
+    stream = out / "hosts/localhost/stream.fc1"
+    raw = stream.read_bytes()
+    item = load_capture(out).host("localhost").item("/sys/class/net/eth1/mtu")
+    flipped = bytearray(raw)
+    flipped[item.offset] ^= 0x01  # same size, other bytes
+    stream.write_bytes(bytes(flipped))
+    with pytest.raises(CorruptItemError, match="stream.fc1 item /sys/class/net/eth1/mtu .*sha256"):
         load_capture(out)
-    item.write_text("9")
-    with pytest.raises(CorruptItemError, match="eth1/mtu.*1 bytes, index says 5"):
+    stream.write_bytes(raw[: item.offset + 2])
+    with pytest.raises(CorruptItemError, match="item /sys/class/net/eth1/mtu .*short of the item"):
         load_capture(out)
-    item.unlink()
-    with pytest.raises(CorruptItemError, match="eth1/mtu.*missing"):
+    stream.unlink()
+    with pytest.raises(CorruptItemError, match="stream.fc1.*missing"):
         load_capture(out)
+
+
+def test_format_1_captures_stay_readable(tmp_path):
+    """A capture written by fabricase 0.1 (one file per item) still loads and verifies."""
+    import hashlib
+
+    root = tmp_path / "v1"
+    hdir = root / "hosts" / "h1"
+    (hdir / "s0/fs/proc/net").mkdir(parents=True)
+    (hdir / "s0/fs/proc/net/snmp").write_bytes(b"Tcp: RetransSegs\nTcp: 7\n")
+    item = {"source": "/proc/net/snmp", "snapshot": 0, "kind": "file", "collector": "netstat",
+            "path": "s0/fs/proc/net/snmp", "bytes": 24, "sha256": hashlib.sha256(b"Tcp: RetransSegs\nTcp: 7\n").hexdigest(),
+            "rc": 0, "duration_ms": None, "truncated": False, "error": None, "command": None}
+    (hdir / "index.json").write_text(json.dumps({"items": [item]}))
+    (hdir / "host.json").write_text(json.dumps({"host": "h1", "status": "ok", "transport": "local", "snapshots": []}))
+    (root / "capture.json").write_text(json.dumps({"format": "fabricase-capture", "format_version": 1,
+                                                   "created_at": "2026-11-29T00:00:00Z", "hosts": ["h1"]}))
+    hc = load_capture(root).host("h1")
+    assert hc.text("/proc/net/snmp") == "Tcp: RetransSegs\nTcp: 7\n"
 
 
 def test_replay_rejects_missing_and_foreign_directories(tmp_path):

@@ -46,11 +46,13 @@ def test_replay_of_missing_and_foreign_directories(run, tmp_path):
 def test_capture_with_a_corrupt_item(run, tmp_path, host_tree):
     cap = tmp_path / "D"
     run("collect", "--hosts", "localhost", "-o", str(cap), "--interval", "0", "--root", str(host_tree))
-    item = cap / "hosts/localhost/s0/fs/sys/class/net/eth1/operstate"
-    item.write_text("up\n\n")
-    _one_line_error(run("analyze", str(cap), code=None), 1, "eth1/operstate", "index says")
-    item.write_text("dawn\n")
-    _one_line_error(run("open", "--replay", str(cap), "--symptom", "x", code=None), 1, "eth1/operstate", "sha256")
+    stream = cap / "hosts/localhost/stream.fc1"
+    raw = stream.read_bytes()
+    at = raw.index(b"/sys/class/net/eth1/operstate\n") + len(b"/sys/class/net/eth1/operstate\n")
+    stream.write_bytes(raw[:at] + b"dawn" + raw[at + 4:])  # "down" -> "dawn": same size
+    _one_line_error(run("analyze", str(cap), code=None), 1, "eth1/operstate", "sha256")
+    stream.write_bytes(raw[:at + 2])
+    _one_line_error(run("open", "--replay", str(cap), "--symptom", "x", code=None), 1, "stream.fc1", "short")
 
 
 def test_verify_rejects_non_tar_truncated_and_tampered(run, tmp_path):

@@ -46,7 +46,7 @@ def test_flipping_one_byte_of_any_member_fails_verify_and_names_it(run, tmp_path
     with tarfile.open(bundle) as tf:
         members = [m.name for m in tf.getmembers() if m.size > 0 and m.name != "MANIFEST.json"]
     picks = {"findings.json", "ticket.md", "summary.md",
-             next(m for m in members if m.endswith("eth1/operstate")),
+             next(m for m in members if m.endswith("stream.fc1")),
              next(m for m in members if m.endswith("index.json"))}
     for member in sorted(picks):
         bad = tmp_path / "bad.tar.gz"

@@ -3,7 +3,6 @@ and rates between snapshots 0 and 1, and the rules over them (docs/findings.md).
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -60,19 +59,14 @@ def _merge_statistic(rec: RdmaPort, counters: dict[str, int] | None) -> None:
 
 
 def _ib_texts(hc: HostCapture) -> dict[tuple[str, int], str]:
-    """Every /sys/class/infiniband item's text by (source, snapshot): one pass, plain reads (a 16-port host
-    has ~1,800 of these small files; pathlib per item would double the cost)."""
+    """Every /sys/class/infiniband item's text by (source, snapshot), in one pass over the items."""
     out: dict[tuple[str, int], str] = {}
-    root = str(hc.root) if hc.root is not None else None
     for it in hc.items:
         if it.kind != "file" or not it.source.startswith(IB_ROOT) or (it.source, it.snapshot) in out:
             continue
-        if root is None:
-            raise CaptureError(f"host {hc.host}: capture has no directory to read {it.source} from")
         try:
-            with open(os.path.join(root, it.path), "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
+            data = hc.read(it)
+        except (OSError, ValueError) as exc:
             raise CaptureError(f"cannot read captured item {it.source}: {exc}", where=f"{hc.host}:{it.path}") from exc
         out[(it.source, it.snapshot)] = data.decode("utf-8", errors="replace")
     return out

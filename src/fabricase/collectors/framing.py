@@ -24,6 +24,7 @@ class FramedItem:
     t1: float | None
     source: str
     content: bytes
+    offset: int = 0  # where content starts in the raw stream
 
 
 @dataclass
@@ -126,6 +127,7 @@ def parse_stream(data: bytes) -> StreamResult:
                 result.error = f"stream cut inside item {item.source} (snapshot {item.snapshot}) at byte {pos}"
                 break
             item.content = data[pos:pos + n]
+            item.offset = pos
             pos += n + 1
             result.items.append(item)
         else:
