@@ -71,9 +71,10 @@ def test_format_1_captures_stay_readable(tmp_path):
     root = tmp_path / "v1"
     hdir = root / "hosts" / "h1"
     (hdir / "s0/fs/proc/net").mkdir(parents=True)
-    (hdir / "s0/fs/proc/net/snmp").write_bytes(b"Tcp: RetransSegs\nTcp: 7\n")
+    snmp = b"Tcp: RetransSegs\nTcp: 7\n"
+    (hdir / "s0/fs/proc/net/snmp").write_bytes(snmp)
     item = {"source": "/proc/net/snmp", "snapshot": 0, "kind": "file", "collector": "netstat",
-            "path": "s0/fs/proc/net/snmp", "bytes": 24, "sha256": hashlib.sha256(b"Tcp: RetransSegs\nTcp: 7\n").hexdigest(),
+            "path": "s0/fs/proc/net/snmp", "bytes": 24, "sha256": hashlib.sha256(snmp).hexdigest(),
             "rc": 0, "duration_ms": None, "truncated": False, "error": None, "command": None}
     (hdir / "index.json").write_text(json.dumps({"items": [item]}))
     (hdir / "host.json").write_text(json.dumps({"host": "h1", "status": "ok", "transport": "local", "snapshots": []}))
