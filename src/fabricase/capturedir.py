@@ -52,8 +52,8 @@ def _item_path(source: str, snapshot: int, kind: str) -> str | None:
         if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
             return None
         return f"s{snapshot}/cmd/{name}" + (".stderr" if kind == "stderr" else "")
-    pure = PurePosixPath(source)
-    if not pure.is_absolute() or ".." in pure.parts or "\n" in source:
+    # String checks, not pathlib: this runs for every item of every host (3,000 items a GPU host).
+    if not source.startswith("/") or "\n" in source or ".." in source.split("/"):
         return None
     return f"s{snapshot}/fs{source}"
 
@@ -112,6 +112,15 @@ def new_capture_dir(parent: Path, label: str) -> Path:
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def _write_index(path: Path, items: list[CaptureItem]) -> None:
+    # Compact, in one encoder call: json's C encoder (indent=None) is ~10x faster than the indenting one,
+    # and a GPU host has thousands of items.
+    body = json.dumps({"items": [it.to_dict() for it in items]}, sort_keys=True, separators=(",", ":"))
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(body + "\n")
     tmp.replace(path)
 
 
@@ -199,7 +208,7 @@ def write_host(root: Path, hc: HostCapture, raw: bytes) -> HostCapture:
         hdir.mkdir(parents=True, exist_ok=True)
         with open(hdir / STREAM_FILE, "wb") as fh:
             fh.write(raw)
-        _write_json(hdir / "index.json", {"items": [it.to_dict() for it in hc.items]})
+        _write_index(hdir / "index.json", hc.items)
         _write_json(hdir / "host.json", {
             "host": hc.host, "status": str(hc.status), "reason": hc.reason, "transport": hc.transport,
             "started_at": hc.started_at, "finished_at": hc.finished_at,

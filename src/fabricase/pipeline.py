@@ -38,7 +38,7 @@ from fabricase.models import (
     TicketDraft,
 )
 from fabricase.targets import Targets
-from fabricase.transports import HostRun, get_transport, is_local_name
+from fabricase.transports import HostRun, Transport, get_transport, is_local_name
 
 __all__ = [
     "CollectOptions",
@@ -117,13 +117,16 @@ def expand_globs(patterns: tuple[str, ...], option: str) -> list[Path]:
 
 
 def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
-            on_host: Callable[[HostRun], None] | None = None) -> Capture:
-    """Capture every target host into a new capture directory and load it back (verified)."""
+            on_host: Callable[[HostRun], None] | None = None, transport: Transport | None = None,
+            verify: bool = True, load: bool = True) -> Capture | None:
+    """Capture every target host into a new capture directory and load it back (verified).
+
+    `transport` overrides the one named by opts.via (tests and benchmarks: the fake transport)."""
     plan = _plan(opts)
     nccl_logs = expand_globs(opts.nccl_logs, "--nccl-log")  # before any capture work: fail fast
-    via = opts.via or default_via(targets.hosts)
-    transport = get_transport(via, fanout=opts.fanout, deadline_s=opts.deadline_s, ssh_options=opts.ssh_options,
-                              user=opts.user)
+    via = transport.name if transport else opts.via or default_via(targets.hosts)
+    transport = transport or get_transport(via, fanout=opts.fanout, deadline_s=opts.deadline_s,
+                                           ssh_options=opts.ssh_options, user=opts.user)
     root = prepare_capture_dir(out_dir)
     created = utc_now()
     write_capture_meta(root, plan=plan, targets={**targets.describe(), "via": via},
@@ -135,6 +138,7 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
 
     def done(run: HostRun) -> None:
         _record_run(root, run, plan, via)
+        run.stdout = b""  # on disk now; a thousand hosts' streams must not pile up in memory
         if on_host:
             on_host(run)
 
@@ -143,7 +147,7 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
         for host in targets.hosts[len(runs):]:  # the rest are recorded as never reached
             done(HostRun(host, HostStatus.FAILED, reason="not captured: interrupted"))
         raise CaptureInterrupted("interrupted; what was gathered is kept here", where=str(root))
-    return load_capture(root)
+    return load_capture(root, verify=verify) if load else None
 
 
 _TEMP_DIRS: list[str] = []
