@@ -34,13 +34,16 @@ def main() -> None:
     ap.add_argument("--fanout", type=int, default=128)
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--hang", type=float, default=0.01)
+    ap.add_argument("--host", choices=("hgx", "local"), default="hgx",
+                    help="whose stream each host replays: the golden 8-GPU HGX host, or this machine's own capture")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = hgx_mlx5_host(Path(tmp) / "root")
-        plan = CapturePlan(collectors=tuple(select_collectors()), interval_s=0, root=str(root))
+        root = str(hgx_mlx5_host(Path(tmp) / "root")) if args.host == "hgx" else ""
+        plan = CapturePlan(collectors=tuple(select_collectors()), interval_s=0, root=root)
         stream = LocalTransport().run_one("localhost", compile_script(plan), timeout_s=60).stdout
         hosts = parse_nodeset(f"gpu[0001-{args.hosts:04d}]")
-        fake = FakeTransport(lambda host: stream, fanout=args.fanout, latency_s=(0.02, 0.2),
+        # A fresh copy per host, as real hosts' streams would be: in-flight memory is then measured honestly.
+        fake = FakeTransport(lambda host: bytes(bytearray(stream)), fanout=args.fanout, latency_s=(0.02, 0.2),
                              hang_fraction=args.hang, seed=1)
         hung = {h for h in hosts if fake.hangs(h)}
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -50,15 +53,17 @@ def main() -> None:
                 Path(tmp) / "cap", transport=fake, load=False)
         wall = time.perf_counter() - t0
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        workers_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         records = (Path(tmp) / "cap").glob("hosts/*/host.json")
         statuses = {p.parent.name: json.loads(p.read_text())["status"] for p in records}
         timed_out = {h for h, st in statuses.items() if st == HostStatus.TIMED_OUT}
         ok = sum(st == HostStatus.OK for st in statuses.values())
         size = sum(p.stat().st_size for p in (Path(tmp) / "cap").rglob("*") if p.is_file())
-    print(f"{args.hosts} hosts, fanout {args.fanout}, per-host timeout {args.timeout:g} s, "
-          f"stream {len(stream) / 1024:.0f} KiB per host, {len(hung)} hosts hang")
-    print(f"wall {wall:.2f} s; peak RSS {peak / 1024:.0f} MiB (before the run {rss_before / 1024:.0f} MiB); "
-          f"capture directory {size / 2**20:.0f} MiB")
+    items = stream.count(b"\n@@FC1 I ") + stream.startswith(b"@@FC1 I ")
+    print(f"{args.hosts} hosts ({args.host}), fanout {args.fanout}, per-host timeout {args.timeout:g} s, "
+          f"stream {len(stream) / 1024:.0f} KiB and about {items} items per host, {len(hung)} hosts hang")
+    print(f"wall {wall:.2f} s; peak RSS {peak / 1024:.0f} MiB (before the run {rss_before / 1024:.0f} MiB), "
+          f"largest worker process {workers_peak / 1024:.0f} MiB; capture directory {size / 2**20:.0f} MiB")
     print(f"ok {ok}, timed out {len(timed_out)}; every hung host reported timed out: {timed_out == hung}")
 
 

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
+import multiprocessing
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -116,6 +120,53 @@ def expand_globs(patterns: tuple[str, ...], option: str) -> list[Path]:
     return found
 
 
+class _Recorder:
+    """Writes each host's capture as it arrives. With many hosts, parsing and writing run in worker processes
+    (one per core), so a fleet is not serialized behind one core. Streams waiting for a worker are bounded
+    in bytes, not in count: a host that hangs must still start early, and memory must stay bounded."""
+
+    PARALLEL_FROM = 16
+    IN_FLIGHT_BYTES = 256 * 2**20
+
+    def __init__(self, root: Path, plan: CapturePlan, via: str, hosts: int) -> None:
+        self.root, self.plan, self.via = root, plan, via
+        self.pool: ProcessPoolExecutor | None = None
+        self.futures: list[Future] = []
+        self.in_flight = 0
+        self.room = threading.Condition()
+        workers = min(os.cpu_count() or 1, 8)
+        if hosts >= self.PARALLEL_FROM and workers > 1:
+            # spawn, not fork: the transport's threads are running.
+            self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def record(self, run: HostRun) -> None:
+        if self.pool is None:
+            _record_run(self.root, run, self.plan, self.via)
+            return
+        size = len(run.stdout)
+        with self.room:
+            self.room.wait_for(lambda: self.in_flight == 0 or self.in_flight + size <= self.IN_FLIGHT_BYTES)
+            self.in_flight += size
+        # A copy: the pool pickles later, in its own thread, and the caller drops run.stdout meanwhile.
+        future = self.pool.submit(_record_run, self.root, dataclasses.replace(run), self.plan, self.via)
+        future.add_done_callback(lambda _: self._release(size))
+        self.futures.append(future)
+
+    def _release(self, size: int) -> None:
+        with self.room:
+            self.in_flight -= size
+            self.room.notify_all()
+
+    def close(self) -> None:
+        """Wait for every host to be written; a worker's error surfaces here."""
+        try:
+            for future in self.futures:
+                future.result()
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
+
+
 def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
             on_host: Callable[[HostRun], None] | None = None, transport: Transport | None = None,
             verify: bool = True, load: bool = True) -> Capture | None:
@@ -136,16 +187,23 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
     script = compile_script(plan)
     timeout = opts.timeout_s or _host_budget(plan)
 
+    recorder = _Recorder(root, plan, via, len(targets.hosts))
+
     def done(run: HostRun) -> None:
-        _record_run(root, run, plan, via)
-        run.stdout = b""  # on disk now; a thousand hosts' streams must not pile up in memory
+        recorder.record(run)
         if on_host:
             on_host(run)
+        run.stdout = b""  # handed over; a thousand hosts' streams must not pile up in memory
 
-    runs = transport.run(list(targets.hosts), script, timeout_s=timeout, on_done=done)
-    if any(r.reason == "interrupted" for r in runs):
-        for host in targets.hosts[len(runs):]:  # the rest are recorded as never reached
-            done(HostRun(host, HostStatus.FAILED, reason="not captured: interrupted"))
+    try:
+        runs = transport.run(list(targets.hosts), script, timeout_s=timeout, on_done=done)
+        interrupted = any(r.reason == "interrupted" for r in runs)
+        if interrupted:
+            for host in targets.hosts[len(runs):]:  # the rest are recorded as never reached
+                done(HostRun(host, HostStatus.FAILED, reason="not captured: interrupted"))
+    finally:
+        recorder.close()
+    if interrupted:
         raise CaptureInterrupted("interrupted; what was gathered is kept here", where=str(root))
     return load_capture(root, verify=verify) if load else None
 

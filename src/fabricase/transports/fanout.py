@@ -8,10 +8,11 @@ the rest as not captured.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from fabricase.models import HostStatus
 from fabricase.transports.base import HostRun
@@ -28,7 +29,7 @@ def run_fanout(hosts: list[str], run_one: RunOne, *, fanout: int = 64, deadline_
     stop = stop or threading.Event()
     deadline = time.monotonic() + deadline_s if deadline_s else float("inf")
     results: dict[str, HostRun] = {}
-    pending = list(hosts)
+    pending = list(reversed(hosts))  # popped from the end: O(1)
     running: dict[Future, str] = {}
 
     def finish(run: HostRun) -> None:
@@ -36,22 +37,27 @@ def run_fanout(hosts: list[str], run_one: RunOne, *, fanout: int = 64, deadline_
         if on_done:
             on_done(run)
 
+    finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
     with ThreadPoolExecutor(max_workers=max(1, fanout), thread_name_prefix="fanout") as pool:
         while pending or running:
             try:
                 while pending and len(running) < fanout and not stop.is_set() and time.monotonic() < deadline:
-                    host = pending.pop(0)
-                    running[pool.submit(run_one, host, deadline)] = host
+                    host = pending.pop()
+                    future = pool.submit(run_one, host, deadline)
+                    running[future] = host
+                    future.add_done_callback(finished.put)  # O(1) per host, unlike wait() over all
                 if not running:
                     break
-                done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+                try:
+                    future = finished.get(timeout=0.2)
+                except queue.Empty:
+                    continue
             except KeyboardInterrupt:
                 # The running captures got the same SIGINT (same process group) and end on their own;
                 # keep collecting them, start nothing new.
                 stop.set()
                 continue
-            for fut in done:
-                finish(_result(running.pop(fut), fut))
+            finish(_result(running.pop(future), future))
     reason = "interrupted" if stop.is_set() else "overall deadline reached before this host was started"
     status = HostStatus.FAILED if stop.is_set() else HostStatus.TIMED_OUT
     for host in pending:
