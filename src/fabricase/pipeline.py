@@ -74,8 +74,11 @@ class CollectOptions:
     user: str | None = None
 
 
-def default_via(hosts: tuple[str, ...] | list[str]) -> str:
-    return "local" if all(is_local_name(h) for h in hosts) else "ssh"
+def default_via(targets: Targets) -> str:
+    """slurm for a running job's nodes (ssh once it has ended), local for this machine, else ssh."""
+    if targets.slurm is not None:
+        return "slurm" if targets.slurm.running else "ssh"
+    return "local" if all(is_local_name(h) for h in targets.hosts) else "ssh"
 
 
 def _plan(opts: CollectOptions) -> CapturePlan:
@@ -175,9 +178,10 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
     `transport` overrides the one named by opts.via (tests and benchmarks: the fake transport)."""
     plan = _plan(opts)
     nccl_logs = expand_globs(opts.nccl_logs, "--nccl-log")  # before any capture work: fail fast
-    via = transport.name if transport else opts.via or default_via(targets.hosts)
+    via = transport.name if transport else opts.via or default_via(targets)
+    job = {"job": targets.slurm or targets.job} if via == "slurm" else {}
     transport = transport or get_transport(via, fanout=opts.fanout, deadline_s=opts.deadline_s,
-                                           ssh_options=opts.ssh_options, user=opts.user)
+                                           ssh_options=opts.ssh_options, user=opts.user, **job)
     root = prepare_capture_dir(out_dir)
     created = utc_now()
     write_capture_meta(root, plan=plan, targets={**targets.describe(), "via": via},

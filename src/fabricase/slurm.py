@@ -52,7 +52,7 @@ class SlurmJob:
     nodelist: str  # folded, as Slurm prints it: gpu[001-002]
     user: str
     start_time: str | None = None  # ISO local time as scontrol prints it; None when unknown
-    end_time: str | None = None
+    end_time: str | None = None  # a running job: when its time limit ends it (Slurm's EndTime)
     reason: str | None = None  # why it is pending or ended, when Slurm says
     srun_job_id: str = ""  # what `srun --jobid` takes: the job's own id (an array task's own id, a het leader)
     het_group: int | None = None  # for a het component: `srun --het-group`

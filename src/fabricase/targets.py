@@ -1,9 +1,10 @@
-"""What to capture: a nodeset of hosts, a Slurm job (later), or a capture directory to replay."""
+"""What to capture: a nodeset of hosts, a Slurm job's nodes, or a capture directory to replay."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fabricase.errors import TargetError
 
@@ -18,12 +19,14 @@ class Targets:
     replay: Path | None = None
     job: str | None = None
     nodeset: str | None = None  # as the user wrote it
+    slurm: Any = field(default=None, compare=False)  # fabricase.slurm.SlurmJob when the targets came from --job
 
     def describe(self) -> dict:
         if self.replay:
             return {"replay": str(self.replay)}
         if self.job:
-            return {"job": self.job, "hosts": list(self.hosts)}
+            slurm = {"slurm": self.slurm.describe()} if self.slurm is not None else {}
+            return {"job": self.job, "hosts": list(self.hosts), **slurm}
         return {"nodeset": self.nodeset, "hosts": list(self.hosts)}
 
 
@@ -63,6 +66,8 @@ def resolve_targets(hosts: str | None, job: str | None, replay: str | None) -> T
     if replay is not None:
         return Targets(replay=Path(replay))
     if job is not None:
-        raise TargetError("--job needs the Slurm transport, which is not available in this version yet",
-                          where="--job")
+        from fabricase.slurm import resolve_job
+
+        sj = resolve_job(job)
+        return Targets(hosts=tuple(sj.nodes), job=sj.job_id, nodeset=sj.nodelist, slurm=sj)
     return Targets(hosts=tuple(parse_nodeset(hosts or "")), nodeset=hosts)

@@ -144,12 +144,13 @@ def test_malformed_nodesets(spec):
         parse_nodeset(spec)
 
 
-def test_exactly_one_target_kind():
+def test_exactly_one_target_kind(tmp_path, monkeypatch):
     with pytest.raises(TargetError, match="exactly one"):
         resolve_targets(None, None, None)
     with pytest.raises(TargetError, match="--hosts and --replay"):
         resolve_targets("a", None, "/x")
-    with pytest.raises(TargetError, match="Slurm"):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol here
+    with pytest.raises(TargetError, match="Slurm is not installed here"):
         resolve_targets(None, "48213", None)
 
 

@@ -77,7 +77,8 @@ def target_options(f):
                      help="How to reach the hosts (default: local for this machine).")(f)
     f = click.option("--replay", metavar="DIR", default=None,
                      help="Use a capture directory (or unpacked bundle) instead of live hosts.")(f)
-    f = click.option("--job", metavar="ID", default=None, help="The hosts of a Slurm job (later version).")(f)
+    f = click.option("--job", metavar="ID", default=None,
+                     help="The nodes of a Slurm job (captured with srun while it runs, over ssh after).")(f)
     f = click.option("--hosts", "hosts", metavar="NODESET", default=None,
                      help="Hosts to capture, e.g. 'gpu[001-064]' or 'localhost'.")(f)
     f = click.option("--interval", type=float, default=3.0, show_default=True,
@@ -124,7 +125,8 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
     if out_dir is None:
         from fabricase.capturedir import new_capture_dir
 
-        out_dir = new_capture_dir(paths().captures, targets.nodeset or "capture")
+        label = f"job-{targets.job}" if targets.job else targets.nodeset or "capture"
+        out_dir = new_capture_dir(paths().captures, label)
     with progress_bar(len(targets.hosts), quiet) as (progress, task):
         def on_host(run):
             progress.update(task, advance=1,

@@ -15,7 +15,7 @@ __all__ = ["TRANSPORTS", "HostRun", "Transport", "get_transport", "is_local_name
 TRANSPORTS: dict[str, str | None] = {
     "local": "fabricase.transports.local:LocalTransport",
     "ssh": None,
-    "slurm": None,
+    "slurm": "fabricase.transports.slurm:SlurmTransport",
 }
 
 
