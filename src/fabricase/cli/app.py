@@ -127,10 +127,13 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
 
         label = f"job-{targets.job}" if targets.job else targets.nodeset or "capture"
         out_dir = new_capture_dir(paths().captures, label)
+    counts = {"ok": 0, "failed": 0}
     with progress_bar(len(targets.hosts), quiet) as (progress, task):
         def on_host(run):
-            progress.update(task, advance=1,
-                            description=f"capturing ({run.host}: {run.status})")
+            counts["ok" if run.status == "ok" else "failed"] += 1
+            last = "" if run.status == "ok" else f"; last failure {run.host}: {run.status}"
+            progress.update(task, advance=1, description=f"capturing: {counts['ok']} ok, {counts['failed']} "
+                                                         f"failed{last}")
 
         return collect(targets, opts, out_dir, on_host=on_host)
 
