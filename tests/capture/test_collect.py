@@ -125,8 +125,10 @@ def test_timed_out_host_is_recorded_partial(tmp_path, fake_root):
 def test_local_transport_refuses_remote_hosts(tmp_path, fake_root):
     with pytest.raises(TransportError, match="gpu001 is not this machine"):
         collect(Targets(hosts=("gpu001",)), CollectOptions(via="local", interval_s=0), tmp_path / "c")
-    with pytest.raises(TransportError, match="ssh transport is not available"):
-        collect(Targets(hosts=("gpu001",)), CollectOptions(interval_s=0), tmp_path / "d")
+    # Remote hosts go over ssh by default; a broken ssh configuration fails once, before any host is tried.
+    opts = CollectOptions(interval_s=0, ssh_options=(f"-F {tmp_path / 'missing-config'}",))
+    with pytest.raises(TransportError):
+        collect(Targets(hosts=("gpu001",)), opts, tmp_path / "d")
 
 
 @pytest.mark.parametrize("spec,hosts", [

@@ -33,8 +33,10 @@ def test_bad_nodesets(run, spec, needle):
     _one_line_error(run("collect", "--hosts", spec, code=None), 1, "fabricase: error: --hosts", needle)
 
 
-def test_remote_host_without_a_transport(run):
-    _one_line_error(run("collect", "--hosts", "gpu[001-002]", code=None), 1, "ssh transport is not available")
+def test_remote_hosts_with_a_broken_ssh_config(run, tmp_path):
+    missing = tmp_path / "no-such-ssh-config"
+    result = run("collect", "--hosts", "gpu[001-002]", "--ssh-option", f"-F {missing}", code=None)
+    _one_line_error(result, 1, "fabricase: error:", "ssh")
 
 
 def test_replay_of_missing_and_foreign_directories(run, tmp_path):

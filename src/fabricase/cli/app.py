@@ -94,7 +94,8 @@ def target_options(f):
     f = click.option("--deadline", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="Overall limit in seconds; hosts not started by then are recorded as timed out.")(f)
     f = click.option("--ssh-option", "ssh_options", multiple=True, metavar="OPT",
-                     help="Passed to ssh as -o OPT, e.g. 'ProxyJump=bastion' (repeatable).")(f)
+                     help="An ssh option: 'KEY=VALUE' (as -o KEY=VALUE, e.g. 'ProxyJump=bastion'), or "
+                          "'-F FILE', '-i KEY', '-J HOST', '-p PORT' passed as given (repeatable).")(f)
     f = click.option("--user", default=None, help="Remote user for ssh (default: your ssh config).")(f)
     f = click.option("--perf", is_flag=True,
                      help="Also run perf tests (nccl-tests, ib_write_bw loopback) where installed; loads the host.")(f)

@@ -14,7 +14,7 @@ __all__ = ["TRANSPORTS", "HostRun", "Transport", "get_transport", "is_local_name
 # name -> "module:Class"; None marks a transport that this version does not have yet.
 TRANSPORTS: dict[str, str | None] = {
     "local": "fabricase.transports.local:LocalTransport",
-    "ssh": None,
+    "ssh": "fabricase.transports.ssh:SshTransport",
     "slurm": "fabricase.transports.slurm:SlurmTransport",
 }
 

@@ -123,6 +123,10 @@ _NET = ("Connection refused", "No route to host", "Connection timed out", "Could
         "closed by remote host", "kex_exchange_identification", "Broken pipe", "timed out")
 
 
+# bash: "bash: line 1: sh: command not found"; dash: "sh: 1: sh: not found"; zsh: "zsh:1: command not found: sh"
+_NO_SH = re.compile(r"\bsh: (command )?not found|command not found: sh\b|\bsh: No such file or directory")
+
+
 def classify_ssh_failure(rc: int | None, stderr_text: str) -> tuple[HostStatus, str | None]:
     """What a finished ssh process means for the host: (status, one-line reason). Pure.
 
@@ -150,7 +154,7 @@ def classify_ssh_failure(rc: int | None, stderr_text: str) -> tuple[HostStatus, 
     if rc is None:
         return HostStatus.FAILED, "ssh ended without an exit status"
     last = _last_line(text)
-    if rc == 127 and re.search(r"\bsh\b.*(not found|No such file)", text):
+    if rc == 127 and _NO_SH.search(text):
         return HostStatus.FAILED, f"no sh on the host: {last}"
     if rc < 0:
         return HostStatus.FAILED, f"ssh was killed by signal {-rc}"
