@@ -72,6 +72,8 @@ class CollectOptions:
     deadline_s: float | None = None  # overall limit: hosts not started by then are recorded as timed out
     ssh_options: tuple[str, ...] = ()  # passed to ssh as -o VALUE
     user: str | None = None
+    gateways: tuple[str, ...] = ()  # tree mode: hosts split among these, each running `fabricase relay`
+    gateway_command: str = "fabricase"
 
 
 def default_via(targets: Targets) -> str:
@@ -181,7 +183,8 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
     via = transport.name if transport else opts.via or default_via(targets)
     job = {"job": targets.slurm or targets.job} if via == "slurm" else {}
     transport = transport or get_transport(via, fanout=opts.fanout, deadline_s=opts.deadline_s,
-                                           ssh_options=opts.ssh_options, user=opts.user, **job)
+                                           ssh_options=opts.ssh_options, user=opts.user, gateways=opts.gateways,
+                                           gateway_command=opts.gateway_command, **job)
     root = prepare_capture_dir(out_dir)
     created = utc_now()
     write_capture_meta(root, plan=plan, targets={**targets.describe(), "via": via},

@@ -97,6 +97,11 @@ def target_options(f):
                      help="An ssh option: 'KEY=VALUE' (as -o KEY=VALUE, e.g. 'ProxyJump=bastion'), or "
                           "'-F FILE', '-i KEY', '-J HOST', '-p PORT' passed as given (repeatable).")(f)
     f = click.option("--user", default=None, help="Remote user for ssh (default: your ssh config).")(f)
+    f = click.option("--gateway", "gateways", multiple=True, metavar="HOST",
+                     help="Tree mode: split the hosts among these gateways, each running `fabricase relay` "
+                          "(repeatable).")(f)
+    f = click.option("--gateway-command", default="fabricase", show_default=True,
+                     help="How to start fabricase on the gateways.")(f)
     f = click.option("--perf", is_flag=True,
                      help="Also run perf tests (nccl-tests, ib_write_bw loopback) where installed; loads the host.")(f)
     f = click.option("--nccl-log", "nccl_logs", multiple=True, metavar="GLOB",
@@ -122,7 +127,8 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
                           timeout_s=target["timeout"], collectors=tuple(target["collectors"]), root=target["root"],
                           nccl_logs=tuple(target["nccl_logs"]), perf=target["perf"], fanout=target["fanout"],
                           deadline_s=target["deadline"], ssh_options=tuple(target["ssh_options"]),
-                          user=target["user"])
+                          user=target["user"], gateways=tuple(target["gateways"]),
+                          gateway_command=target["gateway_command"])
     if out_dir is None:
         from fabricase.capturedir import new_capture_dir
 

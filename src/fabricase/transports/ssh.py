@@ -91,12 +91,13 @@ def normalize_ssh_options(options: Sequence[str]) -> list[str]:
 
 
 def ssh_command(host: str, *, ssh: str = "ssh", user: str | None = None, options: Sequence[str] = (),
-                connect_timeout_s: float = 10) -> list[str]:
-    """The argv for one host. `options` are already normalized (see normalize_ssh_options)."""
+                connect_timeout_s: float = 10, remote: Sequence[str] = ("sh", "-s")) -> list[str]:
+    """The argv for one host. `options` are already normalized (see normalize_ssh_options); `remote` is the
+    command run there (the capture script's shell, or a gateway's relay), already quoted for its shell."""
     argv = [ssh, "-o", "BatchMode=yes", *options, "-o", f"ConnectTimeout={max(1, round(connect_timeout_s))}"]
     if user:
         argv += ["-l", user]
-    return [*argv, "--", host, "sh", "-s"]
+    return [*argv, "--", host, *remote]
 
 
 # ssh's own diagnostic lines that never explain a failure.
@@ -208,7 +209,7 @@ class SshTransport(Transport):
 
     def __init__(self, fanout: int = 64, user: str | None = None, ssh_options: Sequence[str] = (),
                  connect_timeout_s: float = 10, max_output_bytes: int = MAX_OUTPUT_BYTES, ssh: str = "ssh",
-                 deadline_s: float | None = None) -> None:
+                 deadline_s: float | None = None, remote: Sequence[str] = ("sh", "-s")) -> None:
         if fanout < 1:
             raise TransportError(f"fanout must be 1 or more (got {fanout})", where="--fanout")
         if connect_timeout_s <= 0:
@@ -221,17 +222,25 @@ class SshTransport(Transport):
         self.max_output_bytes = max_output_bytes
         self.ssh = ssh
         self.deadline_s = deadline_s
+        self.remote = tuple(remote)
         self._stop = threading.Event()
 
     @classmethod
     def from_options(cls, *, fanout: int = 64, deadline_s: float | None = None, ssh_options: Sequence[str] = (),
-                     user: str | None = None, **_other: Any) -> SshTransport:
-        """From CollectOptions / the CLI: --fanout, --deadline, --ssh-option (repeatable), --user."""
+                     user: str | None = None, gateways: Sequence[str] = (), gateway_command: str = "fabricase",
+                     **_other: Any) -> Transport:
+        """From CollectOptions / the CLI: --fanout, --deadline, --ssh-option (repeatable), --user; with
+        --gateway, tree mode (transports/gateway.py)."""
+        if gateways:
+            from fabricase.transports.gateway import GatewayTransport
+
+            return GatewayTransport(tuple(gateways), command=gateway_command, fanout=fanout, user=user,
+                                    ssh_options=tuple(ssh_options or ()), deadline_s=deadline_s)
         return cls(fanout=fanout, user=user, ssh_options=tuple(ssh_options or ()), deadline_s=deadline_s)
 
     def command(self, host: str) -> list[str]:
         return ssh_command(host, ssh=self.ssh, user=self.user, options=self.options,
-                           connect_timeout_s=self.connect_timeout_s)
+                           connect_timeout_s=self.connect_timeout_s, remote=self.remote)
 
     def _preflight(self, host: str) -> None:
         """`ssh -G` parses the options and config files without connecting: a bad option fails every host
@@ -241,7 +250,7 @@ class SshTransport(Transport):
             raise TransportError(f"no {self.ssh!r} on PATH; install the OpenSSH client (Debian: openssh-client)")
         argv = self.command(host)
         argv[0] = exe
-        argv = [argv[0], "-G", *argv[1:-2]]  # without the remote command
+        argv = [argv[0], "-G", *argv[1:-len(self.remote)]]  # without the remote command
         try:
             proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as exc:
