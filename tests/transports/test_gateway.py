@@ -41,7 +41,7 @@ def test_gateway_options_reach_the_engine():
     assert isinstance(t, GatewayTransport) and t.gateways == ("gw1", "gw2")
     argv = t.relay_argv(["gpu001", "gpu002", "gpu003"], 12)
     assert argv[:4] == ["/opt/fab/bin/fabricase", "relay", "--hosts", "gpu[001-003]"]
-    assert ["--fanout", "7"] == argv[4:6] and ["--timeout", "12"] == argv[6:8]
+    assert argv[4:6] == ["--fanout", "7"] and argv[6:8] == ["--timeout", "12"]
     assert argv[8:] == ["--ssh-option", "-F /etc/fab/ssh_config", "--user", "ops"]
 
 
