@@ -135,14 +135,28 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
         label = f"job-{targets.job}" if targets.job else targets.nodeset or "capture"
         out_dir = new_capture_dir(paths().captures, label)
     counts = {"ok": 0, "failed": 0}
+    slowest: list = [0.0, ""]
     with progress_bar(len(targets.hosts), quiet) as (progress, task):
         def on_host(run):
             counts["ok" if run.status == "ok" else "failed"] += 1
-            last = "" if run.status == "ok" else f"; last failure {run.host}: {run.status}"
+            took = _seconds_between(run.started_at, run.finished_at)
+            if took is not None and took > slowest[0]:
+                slowest[:] = [took, run.host]
+            slow = f"; slowest {slowest[1]} {slowest[0]:.1f}s" if slowest[1] else ""
             progress.update(task, advance=1, description=f"capturing: {counts['ok']} ok, {counts['failed']} "
-                                                         f"failed{last}")
+                                                         f"failed{slow}")
 
         return collect(targets, opts, out_dir, on_host=on_host)
+
+
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    from datetime import datetime
+
+    try:
+        return (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+    except (AttributeError, ValueError):
+        return None
 
 
 class progress_bar:
