@@ -17,13 +17,15 @@ TRANSPORTS: dict[str, str | None] = {
     "ssh": "fabricase.transports.ssh:SshTransport",
     "slurm": "fabricase.transports.slurm:SlurmTransport",
 }
+# ssh through gateways (--gateway): tree mode, chosen by the options rather than by name.
+GATEWAY = "fabricase.transports.gateway:GatewayTransport"
 
 
 def get_transport(name: str, **options: Any) -> Transport:
     """The transport called `name`, built with the options it accepts (fanout, deadline_s, ssh_options, user)."""
     if name not in TRANSPORTS:
         raise TransportError(f"unknown transport {name!r}; valid: {', '.join(TRANSPORTS)}")
-    target = TRANSPORTS[name]
+    target = GATEWAY if name == "ssh" and options.get("gateways") else TRANSPORTS[name]
     if target is None:
         raise TransportError(f"the {name} transport is not available in this version yet; use --via local")
     module, _, cls_name = target.partition(":")

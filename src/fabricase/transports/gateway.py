@@ -77,6 +77,13 @@ class GatewayTransport(Transport):
         self.ssh_options = ssh_options
         self.deadline_s = deadline_s
 
+    @classmethod
+    def from_options(cls, *, gateways: Sequence[str] = (), gateway_command: str = "fabricase", fanout: int = 64,
+                     user: str | None = None, ssh_options: Sequence[str] = (), deadline_s: float | None = None,
+                     **_other: object) -> GatewayTransport:
+        return cls(tuple(gateways), command=gateway_command, fanout=fanout, user=user,
+                   ssh_options=tuple(ssh_options or ()), deadline_s=deadline_s)
+
     def relay_argv(self, hosts: list[str], timeout_s: float) -> list[str]:
         from ClusterShell.NodeSet import NodeSet
 

@@ -227,15 +227,8 @@ class SshTransport(Transport):
 
     @classmethod
     def from_options(cls, *, fanout: int = 64, deadline_s: float | None = None, ssh_options: Sequence[str] = (),
-                     user: str | None = None, gateways: Sequence[str] = (), gateway_command: str = "fabricase",
-                     **_other: Any) -> Transport:
-        """From CollectOptions / the CLI: --fanout, --deadline, --ssh-option (repeatable), --user; with
-        --gateway, tree mode (transports/gateway.py)."""
-        if gateways:
-            from fabricase.transports.gateway import GatewayTransport
-
-            return GatewayTransport(tuple(gateways), command=gateway_command, fanout=fanout, user=user,
-                                    ssh_options=tuple(ssh_options or ()), deadline_s=deadline_s)
+                     user: str | None = None, **_other: Any) -> SshTransport:
+        """From CollectOptions / the CLI: --fanout, --deadline, --ssh-option (repeatable), --user."""
         return cls(fanout=fanout, user=user, ssh_options=tuple(ssh_options or ()), deadline_s=deadline_s)
 
     def command(self, host: str) -> list[str]:
