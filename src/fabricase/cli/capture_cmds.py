@@ -79,7 +79,7 @@ def bundle(source, out, provider, symptom, as_json):
     if as_json:
         emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size})
     else:
-        out_console.print(f"Bundle {b.path}\n  id {b.bundle_id}\n  {b.members} members, {b.size} bytes")
+        out_console.print(f"Bundle {b.path}\n  id {b.bundle_id}\n  {b.members} members, {b.size} bytes", soft_wrap=True)
 
 
 @cli.command()
@@ -97,7 +97,7 @@ def verify(bundle_path, as_json):
             raise click.exceptions.Exit(1)
         return
     if report.ok:
-        out_console.print(f"OK {bundle_path}: {report.members} members, bundle id {report.bundle_id}")
+        out_console.print(f"OK {bundle_path}: {report.members} members, bundle id {report.bundle_id}", soft_wrap=True)
         return
     for problem in report.problems:
         err_console.print(f"{bundle_path}: {problem}", highlight=False)
@@ -161,8 +161,8 @@ def open_(symptom, provider, severity, dry_run, as_json, **target):
         return
     print_hosts(result.capture)
     print_findings(result.findings)
-    out_console.print(f"Bundle      {result.bundle.path}\n  id        {result.bundle.bundle_id}")
-    out_console.print(f"Ticket      {result.ticket_path}")
+    out_console.print(f"Bundle      {result.bundle.path}\n  id        {result.bundle.bundle_id}", soft_wrap=True)
+    out_console.print(f"Ticket      {result.ticket_path}", soft_wrap=True)
     if esc:
         out_console.print(f"Escalation  {esc.id} ({esc.state}, {provider} case {esc.provider_case_id})")
     else:

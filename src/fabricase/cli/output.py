@@ -13,6 +13,7 @@ from fabricase.models import Capture, Finding, HostStatus
 
 __all__ = ["emit_json", "err_console", "hosts_json", "out_console", "print_findings", "print_hosts"]
 
+# Paths are printed with soft_wrap=True: a wrapped path cannot be copied back into a shell.
 out_console = Console(highlight=False, soft_wrap=False)
 err_console = Console(stderr=True, highlight=False)
 
@@ -42,7 +43,7 @@ def print_findings(findings: list[Finding]) -> None:
 def print_hosts(capture: Capture) -> None:
     bad = [h for h in capture.hosts if h.status != HostStatus.OK]
     ok = len(capture.hosts) - len(bad)
-    out_console.print(f"Captured {ok}/{len(capture.hosts)} host(s) into {capture.root}")
+    out_console.print(f"Captured {ok}/{len(capture.hosts)} host(s) into {capture.root}", soft_wrap=True)
     for h in bad:
         err_console.print(f"warning: {h.host}: {h.status}: {h.reason}", style="yellow", highlight=False)
 
