@@ -1,0 +1,207 @@
+"""Evaluation harness for fleet analysis: synthetic fleets with realistic noise and injected faults, written as
+real capture directories (format 2), analyzed by the real pipeline, and scored.
+
+Each scenario is a fleet of N hosts x 8 RDMA ports (InfiniBand, 400 Gb/s), two counter snapshots 5 s apart:
+- background: most ports idle or busy with no errors; a heavy-tailed minority (gamma-mixed Poisson) with a few
+  symbol errors, receive errors or ACK timeouts, as real fleets always have;
+- counter resets on a few ports (the second reading is lower);
+- one injected fault, or none (a clean fleet): symbol errors on one port, a flapping link, a speed downshift,
+  an RDMA ACK-timeout burst, or a bad leaf switch (raised symbol errors on several of the 16 hosts under it).
+Placements (16 hosts per leaf switch) are written as the static provider's inventory in the capture's folder.
+
+    python benchmarks/harness.py [--hosts 1024] [--per-kind 5] [--clean 20] [--out DIR] [--seed 1]
+
+It prints precision, recall and false alarms per fault kind and overall. `fabricase analyze DIR --json` on any
+scenario folder it writes gives the same findings it scored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fabricase.capturedir import host_capture_from_stream, write_capture_meta, write_host
+from fabricase.collectors import select_collectors
+from fabricase.collectors.framing import parse_stream
+from fabricase.collectors.plan import CapturePlan
+from fabricase.models import HostStatus
+
+PORTS = 8
+INTERVAL_S = 5.0
+HOSTS_PER_LEAF = 16
+COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_xmit_discards")
+HW = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err")
+KINDS = ("symbol-errors", "link-flap", "speed-downshift", "ack-timeouts", "bad-switch")
+
+
+@dataclass
+class Scenario:
+    name: str
+    kind: str | None  # None: a clean fleet
+    hosts: list[str]
+    truth: set[str] = field(default_factory=set)  # components that must be named: "host/rdma:mlx5_3/1", "switch:leaf-07"
+
+
+def _item(snap: int, source: str, content: str) -> bytes:
+    data = content.encode()
+    return f"@@FC1 I rdma file {snap} 0 {len(data)} 0 - - {source}\n".encode() + data + b"\n"
+
+
+def _stream(ports: list[dict]) -> bytes:
+    out = [b"@@FC1 BEGIN 1 1\n"]
+    for snap in (0, 1):
+        up = 1000.0 + snap * INTERVAL_S
+        out.append(f"@@FC1 S {snap} {1.8e9 + snap * INTERVAL_S} {up}\n".encode())
+        for p in ports:
+            base = f"/sys/class/infiniband/{p['dev']}/ports/1"
+            for name, (v0, v1) in p["counters"].items():
+                folder = "hw_counters" if name in HW else "counters"
+                out.append(_item(snap, f"{base}/{folder}/{name}", f"{v1 if snap else v0}\n"))
+            out.append(_item(snap, f"{base}/state", "4: ACTIVE\n"))
+            out.append(_item(snap, f"{base}/phys_state", "5: LinkUp\n"))
+            out.append(_item(snap, f"{base}/rate", p["rate"] + "\n"))
+        out.append(f"@@FC1 E {snap} {1.8e9 + snap * INTERVAL_S} {up + 0.05}\n".encode())
+    for p in ports:
+        out.append(_item(0, f"/sys/class/infiniband/{p['dev']}/ports/1/link_layer", "InfiniBand\n"))
+        out.append(_item(0, f"/sys/class/infiniband/{p['dev']}/hca_type", "MT4129\n"))
+    out.append(b"@@FC1 END\n")
+    return b"".join(out)
+
+
+def _background(rng: random.Random) -> dict[str, tuple[int, int]]:
+    counters = {}
+    noisy = rng.random() < 0.05  # a heavy-tailed minority of ports always shows a few errors
+    for name in (*COUNTERS, *HW):
+        v0 = rng.randrange(0, 50) if name not in ("link_downed",) else rng.randrange(0, 3)
+        rate = rng.gammavariate(0.5, 0.02) if noisy and name in ("symbol_error", "port_rcv_errors",
+                                                                   "local_ack_timeout_err") else 0.0
+        delta = _poisson(rng, rate * INTERVAL_S)
+        counters[name] = (v0, v0 + delta)
+    data0 = rng.randrange(10**9, 10**12)
+    busy = rng.random() < 0.7
+    counters["port_rcv_data"] = (data0, data0 + (rng.randrange(10**9, 10**10) if busy else 0))
+    counters["port_xmit_data"] = (data0, data0 + (rng.randrange(10**9, 10**10) if busy else 0))
+    if rng.random() < 0.002:  # a counter reset (driver reload, perfquery -x) during the interval
+        counters["symbol_error"] = (counters["symbol_error"][0] + 100, 0)
+    return counters
+
+
+def _poisson(rng: random.Random, mu: float) -> int:
+    # Knuth's method: small means only, which is all the background needs.
+    if mu <= 0:
+        return 0
+    limit, k, p = pow(2.718281828459045, -mu), 0, 1.0
+    while True:
+        p *= rng.random()
+        if p <= limit:
+            return k
+        k += 1
+
+
+def build(scenario: Scenario, root: Path, seed: int) -> None:
+    rng = random.Random(f"{seed}:{scenario.name}")
+    plan = CapturePlan(collectors=tuple(select_collectors(["rdma"])), interval_s=INTERVAL_S)
+    root.mkdir(parents=True)
+    write_capture_meta(root, plan=plan, targets={"harness": scenario.name, "kind": scenario.kind},
+                       hosts=scenario.hosts, created_at="2026-11-30T00:00:00Z")
+    victim_host = rng.choice(scenario.hosts)
+    victim_port = rng.randrange(PORTS)
+    leaf = rng.randrange(len(scenario.hosts) // HOSTS_PER_LEAF)
+    under_leaf = scenario.hosts[leaf * HOSTS_PER_LEAF:(leaf + 1) * HOSTS_PER_LEAF]
+    bad_under_leaf = set(rng.sample(under_leaf, 6)) if scenario.kind == "bad-switch" else set()
+    inventory = {}
+    for i, host in enumerate(scenario.hosts):
+        inventory[host] = {"switch": f"leaf-{i // HOSTS_PER_LEAF:03d}", "rack": f"r{i // HOSTS_PER_LEAF:03d}"}
+        ports = []
+        for p in range(PORTS):
+            counters = _background(rng)
+            rate = "400 Gb/sec (4X NDR)"
+            hit = host == victim_host and p == victim_port
+            if hit and scenario.kind == "symbol-errors":
+                counters["symbol_error"] = (counters["symbol_error"][0], counters["symbol_error"][0] + 40)
+            elif hit and scenario.kind == "link-flap":
+                counters["link_downed"] = (counters["link_downed"][0], counters["link_downed"][0] + 2)
+            elif hit and scenario.kind == "speed-downshift":
+                rate = "200 Gb/sec (2X NDR)"
+            elif hit and scenario.kind == "ack-timeouts":
+                v0 = counters["local_ack_timeout_err"][0]
+                counters["local_ack_timeout_err"] = (v0, v0 + 60)
+            elif host in bad_under_leaf and p == 0:  # the port cabled to the leaf
+                counters["symbol_error"] = (counters["symbol_error"][0], counters["symbol_error"][0] + 8)
+            ports.append({"dev": f"mlx5_{p}", "counters": counters, "rate": rate})
+        raw = _stream(ports)
+        hc = host_capture_from_stream(host, parse_stream(raw), plan)
+        hc.status, hc.transport = HostStatus.OK, "harness"
+        write_host(root, hc, raw)
+    (root / "inventory.json").write_text(json.dumps({"hosts": inventory}, indent=1, sort_keys=True) + "\n")
+    if scenario.kind == "bad-switch":
+        scenario.truth = {f"switch:leaf-{leaf:03d}"}
+    elif scenario.kind:
+        scenario.truth = {f"{victim_host}/rdma:mlx5_{victim_port}/1"}
+
+
+def scenarios(hosts: int, per_kind: int, clean: int) -> list[Scenario]:
+    names = [f"gpu{i:04d}" for i in range(1, hosts + 1)]
+    out = [Scenario(f"{kind}-{n}", kind, names) for kind in KINDS for n in range(per_kind)]
+    return out + [Scenario(f"clean-{n}", None, names) for n in range(clean)]
+
+
+def named(findings: list[dict]) -> set[str]:
+    """What the analysis blamed: major or critical findings, as "host/component" or a shared component."""
+    out = set()
+    for f in findings:
+        if f["severity"] in ("major", "critical"):
+            out.add(f["component"] if f["host"] is None else f"{f['host']}/{f['component']}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=1024)
+    ap.add_argument("--per-kind", type=int, default=5)
+    ap.add_argument("--clean", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None, help="keep the scenario folders here")
+    args = ap.parse_args()
+    from fabricase.analysis import analyze
+    from fabricase.capturedir import load_capture
+
+    out = args.out or Path(tempfile.mkdtemp(prefix="fabricase-harness-"))
+    rows: dict[str, list[int]] = {}  # kind -> [true positives, false negatives, false alarms, scenarios]
+    timings = []
+    for sc in scenarios(args.hosts, args.per_kind, args.clean):
+        folder = out / sc.name
+        build(sc, folder, args.seed)
+        t0 = time.perf_counter()
+        capture = load_capture(folder, verify=False)
+        findings = [f.to_dict() for f in analyze(capture)]
+        timings.append(time.perf_counter() - t0)
+        got = named(findings)
+        row = rows.setdefault(sc.kind or "clean", [0, 0, 0, 0])
+        row[0] += len(got & sc.truth)
+        row[1] += len(sc.truth - got)
+        row[2] += len(got - sc.truth)
+        row[3] += 1
+    print(f"{args.hosts} hosts x {PORTS} ports per scenario; scenarios in {out}")
+    print(f"{'kind':<16} {'scenarios':>9} {'precision':>9} {'recall':>7} {'false alarms':>12}")
+    total = [0, 0, 0, 0]
+    for kind, (tp, fn, fa, n) in rows.items():
+        total = [a + b for a, b in zip(total, (tp, fn, fa, n), strict=True)]
+        precision = tp / (tp + fa) if tp + fa else float("nan")
+        recall = tp / (tp + fn) if tp + fn else float("nan")
+        print(f"{kind:<16} {n:>9} {precision:>9.2f} {recall:>7.2f} {fa:>12}")
+    tp, fn, fa, n = total
+    print(f"{'overall':<16} {n:>9} {tp / max(tp + fa, 1):>9.2f} {tp / max(tp + fn, 1):>7.2f} {fa:>12}")
+    timings.sort()
+    print(f"analysis per scenario (load + analyze): median {timings[len(timings) // 2]:.2f} s")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
