@@ -45,7 +45,8 @@ class Scenario:
     name: str
     kind: str | None  # None: a clean fleet
     hosts: list[str]
-    truth: set[str] = field(default_factory=set)  # components that must be named: "host/rdma:mlx5_3/1", "switch:leaf-07"
+    # Components that must be named: "host/rdma:mlx5_3/1", or "switch:leaf-007".
+    truth: set[str] = field(default_factory=set)
 
 
 def _item(snap: int, source: str, content: str) -> bytes:
