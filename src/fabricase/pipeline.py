@@ -238,10 +238,27 @@ def load_input(path: Path) -> Capture:
     return load_capture(path)
 
 
-def analyze_capture(capture: Capture) -> list[Finding]:
+def analyze_capture(capture: Capture, topology: dict[str, list[str]] | None = None) -> list[Finding]:
+    """Findings for a capture; `topology` maps host -> its shared components (switch, rack, network node)."""
     from fabricase.analysis import analyze
 
-    return analyze(capture)
+    return analyze(capture, topology=topology)
+
+
+def topology_of(placements: list[Placement]) -> dict[str, list[str]]:
+    """host -> the shared components the provider (or the static inventory) puts it under."""
+    return {p.host: list(p.topology) for p in placements if p.topology}
+
+
+def inventory_topology(path: Path | None, paths: Paths | None = None) -> dict[str, list[str]]:
+    """The static inventory's switches and racks: the file given, else the one in the config directory."""
+    from fabricase.providers.static import load_inventory
+
+    file = path or (paths.config / "inventory.json" if paths else None)
+    if file is None:
+        return {}
+    inventory = load_inventory(file)
+    return {host: [f"{k}:{entry[k]}" for k in ("switch", "rack") if entry.get(k)] for host, entry in inventory.items()}
 
 
 def host_summaries(capture: Capture) -> list[dict]:
@@ -310,10 +327,10 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     from fabricase.providers import get_provider
     from fabricase.tracker.store import Tracker
 
-    findings = analyze_capture(capture)
-    severity = severity or worst_severity(findings)
     provider = get_provider(provider_name, paths)
     placements = provider.locate(host_summaries(capture))
+    findings = analyze_capture(capture, topology_of(placements))
+    severity = severity or worst_severity(findings)
     draft_kw = dict(provider=provider_name, symptom=symptom, severity=severity, placements=placements)
 
     if dry_run:

@@ -82,8 +82,10 @@ def _fleet_findings(capture: Capture) -> list[Finding]:
     return perf.perf_fleet_findings(records) + (nccl_findings(logs) if logs else [])
 
 
-def analyze(capture: Capture) -> list[Finding]:
-    """Findings for every host of a capture, then the fleet-wide ones, sorted by Finding.sort_key; deterministic."""
+def analyze(capture: Capture, topology: dict[str, list[str]] | None = None) -> list[Finding]:
+    """Findings for every host of a capture, then the fleet-wide ones, sorted by Finding.sort_key; deterministic.
+
+    `topology` maps a host to the shared components above it (switch, rack, network node, block)."""
     per_host = [f for hc in capture.hosts for f in analyze_host(hc)]
     return sort_findings(per_host + _fleet_findings(capture))
 

@@ -42,15 +42,22 @@ def collect(out_dir, as_json, **target):
         raise click.exceptions.Exit(EXIT_PARTIAL)
 
 
+_inventory_option = click.option(
+    "--inventory", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    help="Static inventory JSON ({\"hosts\": {host: {\"switch\", \"rack\"}}}) for topology correlation "
+         "(default: inventory.json in the config directory).")
+
+
 @cli.command()
 @click.argument("source", metavar="DIR|BUNDLE")
+@_inventory_option
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
-def analyze(source, as_json):
+def analyze(source, inventory, as_json):
     """Analyze a capture directory or bundle offline and print the findings."""
-    from fabricase.pipeline import analyze_capture
+    from fabricase.pipeline import analyze_capture, inventory_topology
 
     capture = _load(source)
-    findings = analyze_capture(capture)
+    findings = analyze_capture(capture, inventory_topology(inventory, paths()))
     if as_json:
         emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture),
                    "findings": [f.to_dict() for f in findings]})
