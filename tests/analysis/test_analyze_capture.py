@@ -12,9 +12,16 @@ from fabricase.models import Evidence, Finding, HostStatus, Severity
 NET = "/sys/class/net"
 
 
+def _rules_only(findings):
+    """The per-host rule findings: a one-host capture also says the fleet is too small for statistics."""
+    return [f for f in findings if f.kind != "fleet-too-small"]
+
+
 def test_healthy_and_degraded_interface(tmp_path):
     hc = write_host(tmp_path, "gpu002", {**healthy_eth0(), **degraded_eth2()})
-    assert analyze(make_capture(tmp_path, [hc])) == [
+    findings = analyze(make_capture(tmp_path, [hc]))
+    assert [f.kind for f in findings if f.kind == "fleet-too-small"] == ["fleet-too-small"]
+    assert _rules_only(findings) == [
         Finding(
             "link-flap", Severity.MAJOR, "gpu002", "netdev:eth2",
             "eth2: link flapping, carrier_changes +4 (0.4/s) in 10 s",
@@ -60,7 +67,7 @@ def test_unreachable_host(tmp_path, status, reason):
 
 def test_partial_host_is_analyzed_without_an_unreachable_finding(tmp_path):
     hc = write_host(tmp_path, "gpu003", degraded_eth2(), status=HostStatus.PARTIAL, reason="stream cut")
-    assert [f.kind for f in analyze(make_capture(tmp_path, [hc]))] == ["link-flap", "netdev-errors"]
+    assert [f.kind for f in _rules_only(analyze(make_capture(tmp_path, [hc])))] == ["link-flap", "netdev-errors"]
 
 
 def test_minor_counters_and_drops_alone(tmp_path):
@@ -178,6 +185,7 @@ def test_analyze_is_deterministic_and_order_independent(tmp_path):
         ("major", "gpu002", "netdev:eth2", "netdev-errors"),
         ("major", "gpu007", "host", "host-unreachable"),
         ("minor", "gpu002", "netdev:eth2", "kernel-link-down"),
+        ("info", None, "fleet", "fleet-too-small"),
     ]
 
 

@@ -26,6 +26,7 @@ def test_every_emitted_kind_is_documented(tmp_path):
         write_host(tmp_path, "gpu002", {}, status=HostStatus.UNREACHABLE, reason="no route", interval_s=None),
     ]
     kinds = {f.kind for f in analyze(make_capture(tmp_path, hosts))}
-    assert kinds == {"host-unreachable", "netdev-errors", "link-flap", "link-down", "kernel-link-down", "nvidia-xid"}
+    assert kinds == {"host-unreachable", "netdev-errors", "link-flap", "link-down", "kernel-link-down", "nvidia-xid",
+                     "fleet-too-small"}
     documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", DOC.read_text(), re.M))
     assert kinds <= documented

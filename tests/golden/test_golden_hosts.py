@@ -46,6 +46,10 @@ def test_degraded_hgx_host_names_every_fault(tmp_path):
         ("major", "pcie:0000:9c:00.0", "pcie-downgraded"),
         ("major", "rdma:mlx5_3/1", "rdma-link-flap"),
         ("major", "rdma:mlx5_3/1", "rdma-symbol-errors"),
+        # 8 ports, 8 netdevs and 144 NVLinks are enough peers even on one host: the bad ones stand out.
+        ("critical", "rdma:mlx5_3/1", "fleet-outlier"),
+        ("critical", "netdev:eth3", "fleet-outlier"),
+        ("critical", "nvlink:2/1", "fleet-outlier"),
     }
     by_kind = {f.kind: f for f in analyze(capture)}
     evidence = {e.source: e.value for e in by_kind["rdma-symbol-errors"].evidence}

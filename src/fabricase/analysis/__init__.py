@@ -5,6 +5,7 @@ Pure: the same capture gives the same findings, in the same order, on any machin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from fabricase.analysis.nccl import nccl_findings
 from fabricase.analysis.netdev import netdev_samples
 from fabricase.analysis.rules import Rule
 from fabricase.errors import ParseError
-from fabricase.models import Capture, Finding, HostCapture, MetricSample
+from fabricase.models import Capture, Finding, HostCapture, MetricSample, Severity
 
 __all__ = [
     "ANALYZERS",
@@ -60,34 +61,98 @@ def host_samples(hc: HostCapture) -> list[MetricSample]:
     return [s for a in ANALYZERS for s in a.samples(hc)]
 
 
-def analyze_host(hc: HostCapture) -> list[Finding]:
-    """Every rule's findings for one host, sorted."""
+def _analyze_host(hc: HostCapture) -> tuple[list[Finding], list[MetricSample]]:
     try:
         samples = host_samples(hc)
-        return sort_findings(finding for a in ANALYZERS for rule in a.rules for finding in rule(hc, samples))
+        findings = sort_findings(finding for a in ANALYZERS for rule in a.rules for finding in rule(hc, samples))
+        # Keep only what fleet statistics read: counters that moved, or could have.
+        counters = [s for s in samples if s.delta is not None]
+        return findings, counters
     finally:
         hc.release()
 
 
-def _fleet_findings(capture: Capture) -> list[Finding]:
-    """Findings that need every host at once: perf outliers across hosts, and the job's NCCL logs."""
+def analyze_host(hc: HostCapture) -> list[Finding]:
+    """Every rule's findings for one host, sorted."""
+    return _analyze_host(hc)[0]
+
+
+# Rule findings that only say "an error counter rose": in a fleet large enough to judge, one that does not stand
+# out from its comparable components is the background every fleet has, and is reported as minor.
+BACKGROUND_KINDS = frozenset({
+    "netdev-errors", "phy-errors", "nic-discards", "rdma-symbol-errors", "rdma-port-errors",
+    "rdma-transport-errors", "nvlink-errors",
+})
+
+
+def _background(findings: list[Finding], fleet: list[Finding], judgeable: set[str]) -> list[Finding]:
+    outliers = {(f.host, f.component) for f in fleet if f.kind == "fleet-outlier"}
+    out = []
+    for f in findings:
+        family = f.component.split(":", 1)[0]
+        if (f.kind in BACKGROUND_KINDS and family in judgeable and (f.host, f.component) not in outliers
+                and f.severity.rank < Severity.MINOR.rank):
+            f = dataclasses.replace(f, severity=Severity.MINOR,
+                                    summary=f"{f.summary}; within the fleet's background (not an outlier)")
+        out.append(f)
+    return out
+
+
+def _nccl_links(findings: list[Finding]) -> list[Finding]:
+    """A component that the job's NCCL log blames and a rule also flags: each names the other as related."""
+    blamed = {(f.host, f.component) for f in findings if f.kind.startswith("nccl-")}
+    out = []
+    for f in findings:
+        if (f.host, f.component) in blamed and not f.kind.startswith("nccl-"):
+            f = dataclasses.replace(f, related=sorted({*f.related, f"nccl-log:{f.host}/{f.component}"}))
+        out.append(f)
+    return out
+
+
+def _fleet_findings(capture: Capture, samples: dict[str, list[MetricSample]]) -> list[Finding]:
+    """Findings that need every host at once: fleet statistics, configuration drift, perf outliers across
+    hosts, and the job's NCCL logs."""
+    from fabricase.analysis.drift import config_drift_findings
+    from fabricase.analysis.fleet import fleet_findings
+    from fabricase.analysis.hostconfig import host_config
     from fabricase.parsers.nccl_log import parse_nccl_log
 
+    intervals = {hc.host: hc.interval_s or capture.interval_s for hc in capture.hosts}
+    out = fleet_findings(samples, intervals=intervals)
+    ok_hosts = [hc for hc in capture.hosts if hc.items]
+    if len(ok_hosts) >= 4:  # drift needs a majority to differ from
+        configs = {}
+        for hc in ok_hosts:
+            configs[hc.host] = host_config(hc)
+            hc.release()
+        out += config_drift_findings(configs)
     records = [r for hc in capture.hosts for r in perf.perf_records(hc)]
     logs = [
         parse_nccl_log(capture.read_input(item).decode("utf-8", errors="replace"), source=item.path)
         for item in capture.inputs
         if item.kind == "nccl-log"
     ]
-    return perf.perf_fleet_findings(records) + (nccl_findings(logs) if logs else [])
+    return out + perf.perf_fleet_findings(records) + (nccl_findings(logs) if logs else [])
 
 
 def analyze(capture: Capture, topology: dict[str, list[str]] | None = None) -> list[Finding]:
     """Findings for every host of a capture, then the fleet-wide ones, sorted by Finding.sort_key; deterministic.
 
     `topology` maps a host to the shared components above it (switch, rack, network node, block)."""
-    per_host = [f for hc in capture.hosts for f in analyze_host(hc)]
-    return sort_findings(per_host + _fleet_findings(capture))
+    from fabricase.analysis.fleet import judgeable_families
+    from fabricase.analysis.topology import shared_component_findings
+
+    per_host: list[Finding] = []
+    samples: dict[str, list[MetricSample]] = {}
+    for hc in capture.hosts:
+        found, samples[hc.host] = _analyze_host(hc)
+        per_host += found
+    fleet = _fleet_findings(capture, samples)
+    findings = _nccl_links(_background(per_host, fleet, judgeable_families(samples)) + fleet)
+    if topology:
+        shared, findings = shared_component_findings(findings, topology, [hc.host for hc in capture.hosts])
+        findings += shared
+    return sort_findings(findings)
 
 
 def findings_to_json(findings: Iterable[Finding]) -> str:

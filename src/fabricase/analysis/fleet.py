@@ -1,0 +1,259 @@
+"""Fleet outliers: error counters compared across every comparable component of a capture.
+
+Comparable: the same component family (the part of the component before ':', e.g. `rdma`, `netdev`,
+`nvlink`) and the same metric. Each component's increase is tested against the rest of the fleet with an exact
+upper-tail test (stats.count_test), and the false discovery rate is controlled with Benjamini-Hochberg across
+ALL tests of the capture. Method and limits: docs/fleet-statistics.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from fabricase.analysis import stats
+from fabricase.models import Evidence, Finding, MetricSample, Severity
+
+__all__ = [
+    "ERROR_TOKENS",
+    "EXCLUDE_TOKENS",
+    "TRAFFIC_METRICS",
+    "TRAFFIC_SCALED_TOKENS",
+    "fleet_findings",
+    "is_error_metric",
+    "is_traffic_scaled",
+]
+
+# A counter is an error counter when its metric name contains one of these ...
+ERROR_TOKENS: tuple[str, ...] = (
+    "error", "err", "discard", "drop", "retrans", "timeout", "flap", "down", "symbol", "crc", "fcs", "replay",
+    "recovery", "nak", "overrun", "out_of_sequence", "out_of_buffer", "missed", "fifo", "carrier_changes",
+    "aer_", "duplicate", "unreachable", "impaired", "slow_restart",
+)  # fmt: skip
+# ... and none of these: traffic, congestion signalling and pause time are not faults by themselves.
+EXCLUDE_TOKENS: tuple[str, ...] = (
+    "bytes", "packets", "pkts", "bits", "cnp", "ecn", "pause", "wait", "_us", "fec_corrected",
+)  # fmt: skip
+# Errors that scale with the traffic a port carries (transport and buffer events) are normalized per GB
+# moved when the whole group's traffic is known; physical-layer errors (symbol, CRC, FEC, flaps) happen on an
+# idle link too (idle symbols are on the wire), so they stay per second.
+TRAFFIC_SCALED_TOKENS: tuple[str, ...] = (
+    "retrans", "timeout", "discard", "drop", "nak", "out_of_sequence", "out_of_buffer", "duplicate", "overrun",
+    "missed", "fifo", "cqe",
+)  # fmt: skip
+TRAFFIC_METRICS: tuple[str, ...] = ("rx.bytes", "tx.bytes", "rx_bytes", "tx_bytes")
+IDLE_FLOOR = 0.01  # a component's GB exposure is at least this share of the group's median (idle NICs)
+CRITICAL_Q = 1e-6
+CRITICAL_RATIO = 100.0
+_NOUN = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
+
+
+def is_error_metric(metric: str) -> bool:
+    m = metric.lower()
+    return any(t in m for t in ERROR_TOKENS) and not any(t in m for t in EXCLUDE_TOKENS)
+
+
+def is_traffic_scaled(metric: str) -> bool:
+    m = metric.lower()
+    return any(t in m for t in TRAFFIC_SCALED_TOKENS)
+
+
+def _family(component: str) -> str:
+    return component.split(":", 1)[0]
+
+
+def _sig(x: float, digits: int = 4) -> float:
+    """Rounded to `digits` significant digits: stable, readable JSON."""
+    if x == 0 or not math.isfinite(x):
+        return float(x)
+    return float(f"{x:.{digits - 1}e}")
+
+
+def _fmt(x: float) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 0.01:
+        return f"{x:.3g}"
+    return f"{x:.2g}"
+
+
+def _fmt_q(q: float) -> str:
+    return f"{q:.1g}" if q < 0.001 else f"{q:.2g}"
+
+
+def _host_intervals(hosts_samples: Mapping[str, list[MetricSample]],
+                    intervals: Mapping[str, float] | None) -> dict[str, float]:
+    """Each host's snapshot interval: given, else delta / rate of its first counter with both positive, else the
+    median of the other hosts' intervals."""
+    out: dict[str, float] = {}
+    for host, samples in hosts_samples.items():
+        given = (intervals or {}).get(host)
+        if given is not None and given > 0 and math.isfinite(given):
+            out[host] = float(given)
+            continue
+        for s in samples:
+            if s.delta and s.rate and s.delta > 0 and s.rate > 0:
+                out[host] = s.delta / s.rate
+                break
+    # A host whose counters all stood still (rate 0 says nothing of the interval) takes the fleet's median.
+    if out:
+        median = float(np.median(list(out.values())))
+        for host in hosts_samples:
+            out.setdefault(host, median)
+    return out
+
+
+class _Test:
+    __slots__ = ("component", "count", "exposure", "gb", "host", "interval", "sample")
+
+    def __init__(self, host: str, component: str, sample: MetricSample, count: float, interval: float,
+                 gb: float | None):
+        self.host, self.component, self.sample, self.count = host, component, sample, count
+        self.interval, self.gb, self.exposure = interval, gb, interval
+
+
+@functools.lru_cache(maxsize=4096)
+def _group_of(component: str, metric: str) -> tuple[str, str] | None:
+    return (_family(component), metric) if is_error_metric(metric) else None
+
+
+def judgeable_families(hosts_samples: Mapping[str, Iterable[MetricSample]], min_group: int = 8) -> set[str]:
+    """Component families (`rdma`, `netdev`, ...) with at least `min_group` components carrying error counters:
+    there, a counter that rose without standing out from the fleet is background, not a fault."""
+    members: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for host, samples in hosts_samples.items():
+        for s in samples:
+            if s.delta is not None and _group_of(s.component, s.metric) is not None:
+                members[s.component.split(":", 1)[0]].add((host, s.component))
+    return {family for family, comps in members.items() if len(comps) >= min_group}
+
+
+def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha: float = 0.01,
+                   min_group: int = 8, intervals: Mapping[str, float] | None = None) -> list[Finding]:
+    """`fleet-outlier` findings (one per component with some error metric at q <= alpha), or one
+    `fleet-too-small` info finding when a group could not be judged; deterministic order (host, component)."""
+    hosts_samples = {h: list(v) for h, v in sorted(hosts_samples.items())}
+    host_interval = _host_intervals(hosts_samples, intervals)
+
+    # group -> (host, component) -> (sample, interval, GB moved); the first sample of a (host, component)
+    # wins when a counter was read from two sources.
+    groups: dict[tuple[str, str], dict[tuple[str, str], tuple[MetricSample, float, float | None]]] = {}
+    for host, samples in hosts_samples.items():
+        traffic: dict[str, float] = {}
+        for s in samples:
+            if s.metric in TRAFFIC_METRICS and s.delta is not None:
+                traffic[s.component] = traffic.get(s.component, 0.0) + s.delta
+        default_interval = host_interval.get(host)
+        for s in samples:
+            delta = s.delta
+            if delta is None or delta < 0:
+                continue
+            key = _group_of(s.component, s.metric)
+            if key is None:
+                continue
+            rate = s.rate
+            interval = delta / rate if rate and delta > 0 and rate > 0 else default_interval
+            if interval is None or not interval > 0:
+                continue
+            gb = traffic.get(s.component)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = {}
+            group.setdefault((host, s.component), (s, interval, None if gb is None else gb / 1e9))
+
+    # Per group: exposure, p-values; then BH over every test of the capture.
+    small: list[int] = []
+    judged = untested = 0
+    blocks: list[tuple] = []
+    for key in sorted(groups):
+        members = groups[key]
+        n = len(members)
+        if n < min_group:
+            # a small group with nothing to judge is reported only when nothing at all could be judged
+            small.append(n if any(v[0].delta > 0 for v in members.values()) else -n)
+            continue
+        judged += 1
+        order = sorted(members)
+        rows = [members[k] for k in order]
+        counts = np.fromiter((round(r[0].delta) for r in rows), float, n)
+        if not counts.any():
+            untested += n  # every p-value is 1; they still count in BH's number of tests
+            continue
+        exposure = np.fromiter((r[1] for r in rows), float, n)
+        unit = "s"
+        if is_traffic_scaled(key[1]) and all(r[2] is not None for r in rows):
+            gbs = np.fromiter((r[2] for r in rows), float, n)
+            med = float(np.median(gbs))
+            if med > 0:
+                exposure = np.maximum(gbs, IDLE_FLOOR * med)
+                unit = "GB"
+        blocks.append((key, order, rows, counts, exposure, stats.count_test(counts, exposure), unit, n))
+
+    findings: list[Finding] = []
+    if blocks:
+        all_p = np.concatenate([b[5].pvalues for b in blocks] + [np.ones(untested)])
+        all_q = stats.benjamini_hochberg(all_p)
+        efa = stats.expected_false_alarms(all_q, alpha)
+        hits: dict[tuple[str, str], list[tuple[float, float, tuple[str, str], _Test, stats.CountTest, str, int, int]]]
+        hits = defaultdict(list)
+        offset = 0
+        for key, order, rows, counts, exposure, ct, unit, n in blocks:
+            q = all_q[offset:offset + n]
+            for i in np.flatnonzero(q <= alpha):
+                (host, component), (sample, interval, gb) = order[i], rows[i]
+                t = _Test(host, component, sample, float(counts[i]), interval, gb)
+                t.exposure = float(exposure[i])
+                hits[(t.host, t.component)].append((float(q[i]), float(ct.pvalues[i]), key, t, ct, unit, n, int(i)))
+            offset += n
+        for (host, component), found in sorted(hits.items()):
+            found.sort(key=lambda h: (h[0], h[2]))
+            findings.append(_finding(host, component, found, efa))
+
+    # Said only when some error counter moved in a group too small to judge: a quiet small fleet needs no note.
+    positives = [n for n in small if n > 0]
+    if positives:
+        got = max(positives)
+        findings.append(Finding(
+            kind="fleet-too-small", severity=Severity.INFO, host=None, component="fleet",
+            summary=f"fleet statistics need at least {min_group} comparable components; got {got}",
+            evidence=[Evidence(metric="fleet.comparable_components", value=got, unit="components",
+                               baseline=min_group)],
+        ))
+    return findings
+
+
+def _finding(host: str, component: str, found: list, efa: float) -> Finding:
+    evidence: list[Evidence] = []
+    best_q = found[0][0]
+    severity = Severity.MAJOR
+    for q, _p, (_fam, metric), t, ct, unit, _n, i in found:
+        rate = t.count / t.exposure
+        ratio = rate / ct.rate
+        if q < CRITICAL_Q and ratio > CRITICAL_RATIO:
+            severity = Severity.CRITICAL
+        s = t.sample
+        evidence.append(Evidence(metric=f"{metric}.delta", value=t.count, unit=s.unit,
+                                 baseline=_sig(float(ct.expected[i])), source=s.source, snapshot=1))
+        evidence.append(Evidence(metric=f"{metric}.rate", value=_sig(rate), unit=f"{s.unit}/{unit}",
+                                 baseline=_sig(ct.rate), source=s.source, snapshot=1))
+        evidence.append(Evidence(metric=f"{metric}.q_value", value=_sig(q), unit="probability", baseline=None))
+    q0, _p0, (family, metric), t, ct, unit, n, _i = found[0]
+    evidence.append(Evidence(metric="fleet.comparable_components", value=n, unit="components"))
+    evidence.append(Evidence(metric="fleet.expected_false_alarms", value=_sig(efa), unit="findings"))
+    rate = t.count / t.exposure
+    ratio = rate / ct.rate
+    moved = f" ({_fmt(t.gb)} GB moved)" if unit == "GB" and t.gb is not None else ""
+    more = f"; {len(found) - 1} more error counter(s) also stand out" if len(found) > 1 else ""
+    summary = (
+        f"{component} on {host} logged {_fmt(t.count)} {metric} in {_fmt(t.interval)} s{moved}, "
+        f"{_fmt(ratio)}x the fleet baseline of {_fmt(ct.rate)}/{unit} across {n:,} {_NOUN.get(family, 'components')}"
+        f" (q = {_fmt_q(q0)}){more}"
+    )
+    return Finding(kind="fleet-outlier", severity=severity, host=host, component=component, summary=summary,
+                   evidence=evidence, confidence=_sig(1.0 - best_q, 6), q_value=_sig(best_q))
