@@ -80,8 +80,9 @@ def _background(rng: random.Random) -> dict[str, tuple[int, int]]:
     noisy = rng.random() < 0.05  # a heavy-tailed minority of ports always shows a few errors
     for name in (*COUNTERS, *HW):
         v0 = rng.randrange(0, 50) if name not in ("link_downed",) else rng.randrange(0, 3)
-        rate = rng.gammavariate(0.5, 0.02) if noisy and name in ("symbol_error", "port_rcv_errors",
-                                                                   "local_ack_timeout_err") else 0.0
+        # Background rates stay below what a physical-layer problem shows (IBTA: 120 symbol errors an hour).
+        rate = rng.gammavariate(0.5, 0.004) if noisy and name in ("symbol_error", "port_rcv_errors",
+                                                                    "local_ack_timeout_err") else 0.0
         delta = _poisson(rng, rate * INTERVAL_S)
         counters[name] = (v0, v0 + delta)
     data0 = rng.randrange(10**9, 10**12)
@@ -169,9 +170,11 @@ def main() -> None:
     ap.add_argument("--clean", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="keep the scenario folders here")
+    ap.add_argument("--verbose", action="store_true", help="print every false alarm")
     args = ap.parse_args()
     from fabricase.analysis import analyze
     from fabricase.capturedir import load_capture
+    from fabricase.pipeline import inventory_topology
 
     out = args.out or Path(tempfile.mkdtemp(prefix="fabricase-harness-"))
     rows: dict[str, list[int]] = {}  # kind -> [true positives, false negatives, false alarms, scenarios]
@@ -181,9 +184,14 @@ def main() -> None:
         build(sc, folder, args.seed)
         t0 = time.perf_counter()
         capture = load_capture(folder, verify=False)
-        findings = [f.to_dict() for f in analyze(capture)]
+        findings = [f.to_dict() for f in analyze(capture, topology=inventory_topology(folder / "inventory.json"))]
         timings.append(time.perf_counter() - t0)
         got = named(findings)
+        if args.verbose:
+            for f in findings:
+                label = f["component"] if f["host"] is None else f"{f['host']}/{f['component']}"
+                if label in got - sc.truth:
+                    print(f"  false alarm in {sc.name}: {f['severity']} {label} {f['kind']}: {f['summary'][:100]}")
         row = rows.setdefault(sc.kind or "clean", [0, 0, 0, 0])
         row[0] += len(got & sc.truth)
         row[1] += len(sc.truth - got)

@@ -148,11 +148,14 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None) -> l
         found, samples[hc.host] = _analyze_host(hc)
         per_host += found
     fleet = _fleet_findings(capture, samples)
-    findings = _nccl_links(_background(per_host, fleet, judgeable_families(samples)) + fleet)
+    findings = per_host + fleet
+    shared: list[Finding] = []
     if topology:
+        # Before the background downgrade: errors too small to stand out one by one may still pile up under
+        # one switch, and that is the signal the switch test looks for.
         shared, findings = shared_component_findings(findings, topology, [hc.host for hc in capture.hosts])
-        findings += shared
-    return sort_findings(findings)
+    findings = _background(findings, fleet, judgeable_families(samples))
+    return sort_findings(_nccl_links(findings) + shared)
 
 
 def findings_to_json(findings: Iterable[Finding]) -> str:

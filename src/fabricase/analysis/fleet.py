@@ -123,6 +123,9 @@ def _group_of(component: str, metric: str) -> tuple[str, str] | None:
     return (_family(component), metric) if is_error_metric(metric) else None
 
 
+MIN_EVENTS = 5  # events in the interval before one component can be called an outlier
+
+
 def judgeable_families(hosts_samples: Mapping[str, Iterable[MetricSample]], min_group: int = 8) -> set[str]:
     """Component families (`rdma`, `netdev`, ...) with at least `min_group` components carrying error counters:
     there, a counter that rose without standing out from the fleet is background, not a fault."""
@@ -205,7 +208,10 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
         offset = 0
         for key, order, rows, counts, exposure, ct, unit, n in blocks:
             q = all_q[offset:offset + n]
-            for i in np.flatnonzero(q <= alpha):
+            # A handful of events is not enough against one component, however small the fleet's baseline:
+            # real fleets are more heterogeneous than any fitted model, and a tiny baseline makes 2 events
+            # look impossible. MIN_EVENTS guards against that over-confidence.
+            for i in np.flatnonzero((q <= alpha) & (counts >= MIN_EVENTS)):
                 (host, component), (sample, interval, gb) = order[i], rows[i]
                 t = _Test(host, component, sample, float(counts[i]), interval, gb)
                 t.exposure = float(exposure[i])
