@@ -288,7 +288,8 @@ class Finding:
 
     @property
     def sort_key(self) -> tuple:
-        return (self.severity.rank, self.host or "", self.component, self.kind)
+        """Most severe first, then most certain, then by place: the order a ticket lists them in."""
+        return (self.severity.rank, -(self.confidence or 0.0), self.host or "", self.component, self.kind)
 
 
 @dataclass

@@ -52,7 +52,7 @@ ANALYZERS: tuple[Analyzer, ...] = (
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Most severe first, then host, component, kind; the summary breaks remaining ties."""
+    """Most severe first, then most certain, then host, component, kind; the summary breaks remaining ties."""
     return sorted(findings, key=lambda f: (f.sort_key, f.summary))
 
 
