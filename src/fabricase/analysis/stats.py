@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as _st
+from scipy import special as _sp  # scipy.special, not scipy.stats: 0.25 s to import instead of 1.1 s
 
 __all__ = [
     "PSEUDO_COUNT",
@@ -94,7 +94,7 @@ def overdispersed(counts, exposure, *, mask: np.ndarray | None = None) -> bool:
     rate = (c[m].sum() + PSEUDO_COUNT) / e[m].sum()
     mu = rate * e[m]
     x2 = float(np.sum((c[m] - mu) ** 2 / mu))
-    return bool(_st.chi2.sf(x2, n - 1) < DISPERSION_TEST_P)
+    return bool(_sp.chdtrc(n - 1, x2) < DISPERSION_TEST_P)  # chi-square survival, as scipy.stats.chi2.sf
 
 
 def poisson_upper_pvalues(counts, exposure, *, leave_one_out: bool = True,
@@ -104,7 +104,17 @@ def poisson_upper_pvalues(counts, exposure, *, leave_one_out: bool = True,
     c, e = _arrays(counts, exposure)
     m = robust_subset(c, e) if mask is None else np.asarray(mask, bool)
     mu = _loo_rates(c, e, m, leave_one_out) * e
-    return np.where(c > 0, _st.poisson.sf(c - 1, mu), 1.0)
+    return np.where(c > 0, _poisson_sf(c - 1, mu), 1.0)
+
+
+def _poisson_sf(k: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """P(X > k) for X ~ Poisson(mu): the regularized lower incomplete gamma P(k + 1, mu) (= poisson.sf)."""
+    return np.where(k < 0, 1.0, _sp.pdtrc(np.maximum(k, 0), mu))
+
+
+def _nbinom_sf(k: np.ndarray, size: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """P(X > k) for X ~ NB(size, p), real size: I_{1-p}(k + 1, size) (= scipy.stats.nbinom.sf)."""
+    return np.where(k < 0, 1.0, _sp.betainc(np.maximum(k, 0) + 1.0, size, 1.0 - p))
 
 
 def negbin_upper_pvalues(counts, exposure, *, leave_one_out: bool = True,
@@ -119,10 +129,10 @@ def negbin_upper_pvalues(counts, exposure, *, leave_one_out: bool = True,
 
 
 def _nb_sf(c: np.ndarray, mu: np.ndarray, phi: np.ndarray) -> np.ndarray:
-    pois = _st.poisson.sf(c - 1, mu)
+    pois = _poisson_sf(c - 1, mu)
     phi_safe = np.where(phi > 0, phi, 1.0)
     size = 1.0 / phi_safe
-    nb = _st.nbinom.sf(c - 1, size, size / (size + mu))
+    nb = _nbinom_sf(c - 1, size, size / (size + mu))
     return np.where(c > 0, np.where(phi > 0, nb, pois), 1.0)
 
 
@@ -131,7 +141,7 @@ def _pvalues(c: np.ndarray, e: np.ndarray, m: np.ndarray, leave_one_out: bool) -
     if overdispersed(c, e, mask=m):
         phi = dispersion(c, e, mask=m, leave_one_out=leave_one_out)
         return _nb_sf(c, mu, phi), "negative-binomial", mu
-    return np.where(c > 0, _st.poisson.sf(c - 1, mu), 1.0), "poisson", mu
+    return np.where(c > 0, _poisson_sf(c - 1, mu), 1.0), "poisson", mu
 
 
 def robust_subset(counts, exposure, *, trim_alpha: float = TRIM_ALPHA, rounds: int = TRIM_ROUNDS) -> np.ndarray:
