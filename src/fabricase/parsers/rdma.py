@@ -246,13 +246,19 @@ def pick_raw(metric: str, raw: Mapping[str, int]) -> tuple[str, int] | None:
     return next(((name, scale) for name, scale in NORMALIZED[metric].sources if name in raw), None)
 
 
+_SOURCES = tuple((metric, tuple(spec.sources)) for metric, spec in NORMALIZED.items())
+
+
 def normalize(raw: Mapping[str, int]) -> dict[str, int]:
-    """Normalized metric -> value for the raw counters present."""
+    """Normalized metric -> value for the raw counters present (the first source in NORMALIZED's order wins)."""
     out = {}
-    for metric in NORMALIZED:
-        picked = pick_raw(metric, raw)
-        if picked:
-            out[metric] = raw[picked[0]] * picked[1]
+    get = raw.get
+    for metric, sources in _SOURCES:  # hot: every port of every host of a fleet, twice
+        for name, scale in sources:
+            value = get(name)
+            if value is not None:
+                out[metric] = value * scale
+                break
     return out
 
 
