@@ -5,8 +5,10 @@ Each scenario is a fleet of N hosts x 8 RDMA ports (InfiniBand, 400 Gb/s), two c
 - background: most ports idle or busy with no errors; a heavy-tailed minority (gamma-mixed Poisson) with a few
   symbol errors, receive errors or ACK timeouts, as real fleets always have;
 - counter resets on a few ports (the second reading is lower);
+- 8 GPUs x 6 NVLinks per host (`nvidia-smi nvlink -e`, both snapshots) and a kernel log;
 - one injected fault, or none (a clean fleet): symbol errors on one port, a flapping link, a speed downshift,
-  an RDMA ACK-timeout burst, or a bad leaf switch (raised symbol errors on several of the 16 hosts under it).
+  an RDMA ACK-timeout burst, NVLink replay errors on one link, an Xid 79 or Xid 74 on one GPU, or a bad leaf
+  switch (raised symbol errors on several of the 16 hosts under it).
 Placements (16 hosts per leaf switch) are written as the static provider's inventory in the capture's folder.
 
     python benchmarks/harness.py [--hosts 1024] [--per-kind 5] [--clean 20] [--out DIR] [--seed 1]
@@ -37,7 +39,10 @@ INTERVAL_S = 5.0
 HOSTS_PER_LEAF = 16
 COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_xmit_discards")
 HW = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err")
-KINDS = ("symbol-errors", "link-flap", "speed-downshift", "ack-timeouts", "bad-switch")
+KINDS = ("symbol-errors", "link-flap", "speed-downshift", "ack-timeouts", "nvlink-replay", "xid-79", "xid-74",
+         "bad-switch")
+GPUS, NVLINKS = 8, 6  # a reduced NVLink set per GPU (H100 has 18) keeps a 1,024-host scenario quick
+GPU_BUSES = ("19", "3b", "4c", "5d", "9b", "bb", "cb", "db")
 
 
 @dataclass
@@ -54,7 +59,23 @@ def _item(snap: int, source: str, content: str) -> bytes:
     return f"@@FC1 I rdma file {snap} 0 {len(data)} 0 - - {source}\n".encode() + data + b"\n"
 
 
-def _stream(ports: list[dict]) -> bytes:
+def _cmd(snap: int, name: str, collector: str, content: str) -> bytes:
+    data = content.encode()
+    return f"@@FC1 I {collector} command {snap} 0 {len(data)} 0 1000.0 1000.1 cmd:{name}\n".encode() + data + b"\n"
+
+
+def _nvlink_errors(bumped: dict[tuple[int, int], int]) -> str:
+    """`nvidia-smi nvlink -e` in its real layout (see tests/hosttrees/nvidia.py)."""
+    out = []
+    for g in range(GPUS):
+        out.append(f"GPU {g}: NVIDIA H100 80GB HBM3 (UUID: GPU-{g:08d}-0000-0000-0000-000000000000)")
+        for link in range(NVLINKS):
+            out += [f"\t Link {link}: Replay Errors: {bumped.get((g, link), 0)}", f"\t Link {link}: Recovery Errors: 0",
+                    f"\t Link {link}: CRC Errors: 0", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _stream(ports: list[dict], nvlink: tuple[dict, dict] = ({}, {}), kernel_log: str = "") -> bytes:
     out = [b"@@FC1 BEGIN 1 1\n"]
     for snap in (0, 1):
         up = 1000.0 + snap * INTERVAL_S
@@ -67,10 +88,12 @@ def _stream(ports: list[dict]) -> bytes:
             out.append(_item(snap, f"{base}/state", "4: ACTIVE\n"))
             out.append(_item(snap, f"{base}/phys_state", "5: LinkUp\n"))
             out.append(_item(snap, f"{base}/rate", p["rate"] + "\n"))
+        out.append(_cmd(snap, "nvlink-errors", "nvidia", _nvlink_errors(nvlink[snap])))
         out.append(f"@@FC1 E {snap} {1.8e9 + snap * INTERVAL_S} {up + 0.05}\n".encode())
     for p in ports:
         out.append(_item(0, f"/sys/class/infiniband/{p['dev']}/ports/1/link_layer", "InfiniBand\n"))
         out.append(_item(0, f"/sys/class/infiniband/{p['dev']}/hca_type", "MT4129\n"))
+    out.append(_cmd(0, "kernel-log", "kernel_log", kernel_log))
     out.append(b"@@FC1 END\n")
     return b"".join(out)
 
@@ -137,13 +160,26 @@ def build(scenario: Scenario, root: Path, seed: int) -> None:
             elif host in bad_under_leaf and p == 0:  # the port cabled to the leaf
                 counters["symbol_error"] = (counters["symbol_error"][0], counters["symbol_error"][0] + 8)
             ports.append({"dev": f"mlx5_{p}", "counters": counters, "rate": rate})
-        raw = _stream(ports)
+        nvlink: tuple[dict, dict] = ({}, {})
+        kernel_log = "2026-11-30T00:00:00.000001+0000 host kernel: Linux version 6.8.0-45-generic\n"
+        if host == victim_host and scenario.kind == "nvlink-replay":
+            nvlink = ({(victim_port, 1): 12}, {(victim_port, 1): 52})
+        elif host == victim_host and scenario.kind in ("xid-79", "xid-74"):
+            code = scenario.kind[4:]
+            bus = GPU_BUSES[victim_port]
+            kernel_log += (f"2026-11-29T23:59:58.000001+0000 host kernel: NVRM: Xid (PCI:0000:{bus}:00): {code}, "
+                           "pid=4242, name=python, Ch 00000008\n")
+        raw = _stream(ports, nvlink, kernel_log)
         hc = host_capture_from_stream(host, parse_stream(raw), plan)
         hc.status, hc.transport = HostStatus.OK, "harness"
         write_host(root, hc, raw)
     (root / "inventory.json").write_text(json.dumps({"hosts": inventory}, indent=1, sort_keys=True) + "\n")
     if scenario.kind == "bad-switch":
         scenario.truth = {f"switch:leaf-{leaf:03d}"}
+    elif scenario.kind == "nvlink-replay":
+        scenario.truth = {f"{victim_host}/nvlink:{victim_port}/1"}
+    elif scenario.kind in ("xid-79", "xid-74"):
+        scenario.truth = {f"{victim_host}/pcie:0000:{GPU_BUSES[victim_port]}:00"}
     elif scenario.kind:
         scenario.truth = {f"{victim_host}/rdma:mlx5_{victim_port}/1"}
 

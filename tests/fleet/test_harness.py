@@ -17,7 +17,7 @@ import harness  # noqa: E402
 from fabricase.cli import cli  # noqa: E402
 
 
-@pytest.mark.parametrize("kind", ["symbol-errors", "ack-timeouts", "bad-switch", None])
+@pytest.mark.parametrize("kind", ["symbol-errors", "ack-timeouts", "nvlink-replay", "xid-79", "bad-switch", None])
 def test_cli_analyze_names_the_injected_fault(tmp_path, monkeypatch, kind):
     monkeypatch.setenv("FABRICASE_HOME", str(tmp_path / "home"))
     scenario = next(s for s in harness.scenarios(128, 1, 1) if s.kind == kind)
