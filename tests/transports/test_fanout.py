@@ -57,11 +57,8 @@ def test_hosts_not_started_before_the_deadline_are_timed_out_with_that_reason():
 def test_fake_transport_hangs_time_out_and_the_rest_answer():
     fake = FakeTransport(lambda h: STREAM, fanout=16, latency_s=(0.0, 0.01), hang_fraction=0.1, seed=3)
     hosts = [f"gpu{i:03d}" for i in range(100)]
-    t0 = time.monotonic()
     runs = fake.run(hosts, "", timeout_s=0.5)
-    elapsed = time.monotonic() - t0
     hung = {h for h in hosts if fake.hangs(h)}
     assert hung and len(hung) < 25
     assert {r.host for r in runs if r.status == HostStatus.TIMED_OUT} == hung
     assert all(r.stdout == STREAM for r in runs if r.host not in hung)
-    assert elapsed < 30  # generous: only guards against a serial fan-out hanging the suite

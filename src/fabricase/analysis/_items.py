@@ -1,4 +1,4 @@
-"""Indexed, error-translating access to one host's captured items (HostCapture.item scans a list)."""
+"""Error-translating, memoized text access to one host's captured items, shared by every analysis domain."""
 
 from __future__ import annotations
 

@@ -182,19 +182,13 @@ def perf_test_failed(record: PerfRecord) -> list[Finding]:
 
 
 def robust_z(values: Sequence[float | None]) -> list[float | None]:
-    """Robust z-scores (0.6745 (x - median) / MAD); None for missing values, or all None under 4 values.
-    With MAD 0 (most values equal) the mean absolute deviation stands in (scaled by 1.2533)."""
-    present = [v for v in values if v is not None]
-    if len(present) < 4:
+    """Robust z-scores (fabricase.analysis.stats.robust_z); None for missing values, or all None under 4 values."""
+    from fabricase.analysis.stats import robust_z as z_scores
+
+    if sum(v is not None for v in values) < 4:
         return [None] * len(values)
-    median = statistics.median(present)
-    mad = statistics.median(abs(v - median) for v in present)
-    if mad > 0:
-        return [None if v is None else 0.6745 * (v - median) / mad for v in values]
-    mean_ad = statistics.fmean(abs(v - median) for v in present)
-    if mean_ad == 0:
-        return [None if v is None else 0.0 for v in values]
-    return [None if v is None else (v - median) / (1.2533 * mean_ad) for v in values]
+    z = z_scores([float("nan") if v is None else v for v in values])
+    return [None if v is None else float(x) for v, x in zip(values, z, strict=True)]
 
 
 def rdma_bw_outliers(records: Iterable[PerfRecord]) -> list[Finding]:
@@ -290,7 +284,14 @@ def _rate_gbps(hc: HostCapture, device: str | None, port: int | None) -> tuple[f
 
 
 def perf_records(hc: HostCapture) -> list[PerfRecord]:
-    """The host's `cmd:perf-*` items, parsed by their shape; perftest ports get their sysfs link rate."""
+    """The host's `cmd:perf-*` items, parsed by their shape; perftest ports get their sysfs link rate.
+    Memoized on the host while it is analyzed: both the samples and the rule read them."""
+    if "perf_records" not in hc.cache:
+        hc.cache["perf_records"] = _perf_records(hc)
+    return hc.cache["perf_records"]
+
+
+def _perf_records(hc: HostCapture) -> list[PerfRecord]:
     records = []
     for item in hc.matching("cmd:perf-*"):
         text = hc.text(item.source)

@@ -56,16 +56,10 @@ def hypergeom_sf(k: int, N: int, K: int, n: int) -> float:
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
-    """BH q-values, in the order given: q_i = min over p_j >= p_i of p_j * m / rank_j, capped at 1."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: (p_values[i], i))
-    q = [1.0] * m
-    running = 1.0
-    for rank in range(m, 0, -1):
-        i = order[rank - 1]
-        running = min(running, p_values[i] * m / rank)
-        q[i] = min(running, 1.0)
-    return q
+    """BH q-values, in the order given (fabricase.analysis.stats.benjamini_hochberg, as a list)."""
+    from fabricase.analysis.stats import benjamini_hochberg as bh
+
+    return [float(q) for q in bh(list(p_values))]
 
 
 def _is_flagging(f: Finding) -> bool:
