@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from fabricase.analysis import ethernet, gpu, kernel, pcie, perf, rdma, rules
+from fabricase.analysis.fleet import fleet_inputs
 from fabricase.analysis.nccl import nccl_findings
 from fabricase.analysis.netdev import netdev_samples
 from fabricase.analysis.rules import Rule
@@ -65,9 +66,7 @@ def _analyze_host(hc: HostCapture) -> tuple[list[Finding], list[MetricSample]]:
     try:
         samples = host_samples(hc)
         findings = sort_findings(finding for a in ANALYZERS for rule in a.rules for finding in rule(hc, samples))
-        # Keep only what fleet statistics read: counters that moved, or could have.
-        counters = [s for s in samples if s.delta is not None]
-        return findings, counters
+        return findings, fleet_inputs(samples)  # kept for the fleet: only what fleet statistics read
     finally:
         hc.release()
 

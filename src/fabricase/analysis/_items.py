@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from fabricase.errors import CaptureError
 from fabricase.models import CaptureItem, HostCapture
 
@@ -22,12 +26,19 @@ class HostItems:
         for it in hc.items:
             if it.kind != "stderr":
                 self._by_key.setdefault((it.source, it.snapshot), it)
+        self._sorted: list[str] | None = None
         hc.cache["host_items"] = self
         return self
 
     def sources(self, prefix: str) -> list[str]:
         """Sources under a path prefix, in any snapshot, sorted."""
-        return sorted({source for source, _ in self._by_key if source.startswith(prefix)})
+        if self._sorted is None:  # sorted once; each call is then a binary search, not a scan of every item
+            self._sorted = sorted({source for source, _ in self._by_key})
+        start = bisect.bisect_left(self._sorted, prefix)
+        end = start
+        while end < len(self._sorted) and self._sorted[end].startswith(prefix):
+            end += 1
+        return self._sorted[start:end]
 
     def text(self, source: str, snapshot: int = 0) -> str | None:
         """The item's text, or None when it was not captured (or a command failed with no output)."""
@@ -44,3 +55,18 @@ class HostItems:
             return self.hc.read(it).decode("utf-8", errors="replace")
         except (OSError, ValueError) as exc:
             raise CaptureError(f"cannot read captured item {source}: {exc}", where=f"{self.hc.host}:{it.path}") from exc
+
+
+T = TypeVar("T")
+
+
+def per_samples(hc: HostCapture, key: str, samples: list[Any], build: Callable[[], T]) -> T:
+    """`build()` memoized on the host for this very samples list: the rules of a domain all group the same
+    samples the same way (by port, by GPU), and a fleet has thousands of hosts. The result is shared: callers
+    must not change it."""
+    cached = hc.cache.get(key)
+    if cached is not None and cached[0] is samples:
+        return cached[1]
+    value = build()
+    hc.cache[key] = (samples, value)
+    return value

@@ -24,6 +24,7 @@ __all__ = [
     "TRAFFIC_METRICS",
     "TRAFFIC_SCALED_TOKENS",
     "fleet_findings",
+    "fleet_inputs",
     "is_error_metric",
     "is_traffic_scaled",
 ]
@@ -126,6 +127,16 @@ def _group_of(component: str, metric: str) -> tuple[str, str] | None:
 MIN_EVENTS = 5  # events in the interval before one component can be called an outlier
 
 
+def fleet_inputs(samples: Iterable[MetricSample]) -> list[MetricSample]:
+    """The samples fleet statistics read: error and traffic counters that moved, or could have. A raw counter
+    already present under its normalized name (same component, same source) is left out: one counter is one
+    test, or Benjamini-Hochberg would pay twice for it and the evidence would say it twice."""
+    kept = [s for s in samples if s.delta is not None and (s.metric in TRAFFIC_METRICS
+                                                           or _group_of(s.component, s.metric) is not None)]
+    normalized = {(s.component, s.source) for s in kept if not s.metric.startswith("raw:")}
+    return [s for s in kept if not s.metric.startswith("raw:") or (s.component, s.source) not in normalized]
+
+
 def judgeable_families(hosts_samples: Mapping[str, Iterable[MetricSample]], min_group: int = 8) -> set[str]:
     """Component families (`rdma`, `netdev`, ...) with at least `min_group` components carrying error counters:
     there, a counter that rose without standing out from the fleet is background, not a fault."""
@@ -141,7 +152,7 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
                    min_group: int = 8, intervals: Mapping[str, float] | None = None) -> list[Finding]:
     """`fleet-outlier` findings (one per component with some error metric at q <= alpha), or one
     `fleet-too-small` info finding when a group could not be judged; deterministic order (host, component)."""
-    hosts_samples = {h: list(v) for h, v in sorted(hosts_samples.items())}
+    hosts_samples = {h: fleet_inputs(v) for h, v in sorted(hosts_samples.items())}
     host_interval = _host_intervals(hosts_samples, intervals)
 
     # group -> (host, component) -> (sample, interval, GB moved); the first sample of a (host, component)

@@ -3,9 +3,10 @@ over them. Components: gpu:<index>, nvlink:<gpu>/<link>, nvswitch:<pci address>,
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 
-from fabricase.analysis._items import HostItems
+from fabricase.analysis._items import HostItems, per_samples
 from fabricase.analysis.rates import counter_delta
 from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
 from fabricase.parsers.dcgm import parse_dcgmi_health
@@ -105,19 +106,25 @@ def _nvlink_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
                 out.append(MetricSample(hc.host, comp, "nvlink.link_speed_gbps", link.speed_gbps, "GB/s",
                                         NVLINK_STATUS))  # fmt: skip
     first, last = (parse_nvlink_errors(items.text(NVLINK_ERRORS, s)) for s in (0, 1))
+    interval, host = hc.interval_s, hc.host
     for index in sorted(set(first.gpus) | set(last.gpus)):
         links0 = first.gpus[index].links if index in first.gpus else {}
         links1 = last.gpus[index].links if index in last.gpus else {}
         for number in sorted(set(links0) | set(links1)):
             c0 = links0[number].counters if number in links0 else {}
             c1 = links1[number].counters if number in links1 else {}
-            for name in sorted(set(c0) | set(c1)):
-                metric = NVLINK_COUNTERS.get(name.lower(), f"raw:{name}")
-                d = counter_delta(c0.get(name), c1.get(name), hc.interval_s)
-                value = c1.get(name, c0.get(name))
-                out.append(MetricSample(hc.host, f"nvlink:{index}/{number}", metric, value, "errors", NVLINK_ERRORS,
-                                        d.delta, d.rate, d.note))  # fmt: skip
+            comp = f"nvlink:{index}/{number}"
+            for name in sorted(c0.keys() | c1.keys()):
+                v0, v1 = c0.get(name), c1.get(name)
+                d = counter_delta(v0, v1, interval)
+                out.append(MetricSample(host, comp, _nvlink_metric(name), v0 if v1 is None else v1, "errors",
+                                        NVLINK_ERRORS, d.delta, d.rate, d.note))  # fmt: skip
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _nvlink_metric(name: str) -> str:
+    return NVLINK_COUNTERS.get(name.lower(), f"raw:{name}")
 
 
 def _daemon_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
@@ -183,12 +190,16 @@ samples = gpu_samples
 
 def _mine(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
     """component -> metric -> sample, from the samples given (or computed here when none are GPU samples)."""
+    return per_samples(hc, "gpu_components", samples, lambda: _group_mine(hc, samples))
+
+
+def _group_mine(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
     ours = [s for s in samples if s.component.startswith(("gpu:", "nvlink:", "nvswitch:"))
             or s.component in ("fabric-manager", "imex") or s.metric.startswith(("dcgm.", "imex."))]  # fmt: skip
     grouped: dict[str, dict[str, MetricSample]] = defaultdict(dict)
     for sample in ours or gpu_samples(hc):
         grouped[sample.component][sample.metric] = sample
-    return grouped
+    return dict(grouped)
 
 
 def _key(component: str) -> tuple:

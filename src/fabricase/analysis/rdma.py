@@ -3,11 +3,12 @@ and rates between snapshots 0 and 1, and the rules over them (docs/findings.md).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
-from fabricase.analysis._items import HostItems
+from fabricase.analysis._items import HostItems, per_samples
 from fabricase.analysis.rates import Delta, counter_delta
 from fabricase.errors import CaptureError
 from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
@@ -51,7 +52,9 @@ def _split(source: str) -> tuple[str, int | None, str] | None:
 
 def _merge_statistic(rec: RdmaPort, counters: dict[str, int] | None) -> None:
     """Counters sysfs could not give (EIO, or no hw_counters folder) taken from `rdma statistic show`."""
-    for name, value in (counters or {}).items():
+    if not counters:
+        return  # parse_rdma_port already normalized the port and named its vendor
+    for name, value in counters.items():
         if name not in rec.raw:
             rec.raw[name], rec.raw_sources[name] = value, STATISTIC
     rec.normalized = normalize(rec.raw)
@@ -157,14 +160,23 @@ def rdma_samples(hc: HostCapture) -> list[MetricSample]:
         base = f"{IB_ROOT}{r0.device}/ports/{r0.port}/"
         latest = r1 if r1 is not None else r0
         samples.extend(_gauges(hc, comp, latest, base, latest.present))
-        raw_names = sorted(r0.raw.keys() | (r1.raw.keys() if r1 is not None else set()))
-        for metric, spec in NORMALIZED.items():
-            picked = pick_raw(metric, latest.raw) or pick_raw(metric, r0.raw)
-            if picked:
-                samples.append(_counter(hc, interval, comp, metric, spec.unit, picked[0], picked[1], r0, r1))
-        for name in raw_names:
-            samples.append(_counter(hc, interval, comp, f"raw:{name}", "count", name, 1, r0, r1))
+        for metric, unit, name, scale in _picks(tuple(latest.raw), tuple(r0.raw)):
+            samples.append(_counter(hc, interval, comp, metric, unit, name, scale, r0, r1))
     return samples
+
+
+@functools.lru_cache(maxsize=256)
+def _picks(latest: tuple[str, ...], first: tuple[str, ...]) -> tuple[tuple[str, str, str, int], ...]:
+    """(metric, unit, raw name, scale) for every sample of a port whose raw counters are named so: the normalized
+    metrics present, then every raw counter as `raw:<name>`. Every port of a fleet has one of a few layouts."""
+    latest_raw, first_raw = dict.fromkeys(latest, 0), dict.fromkeys(first, 0)
+    out = []
+    for metric, spec in NORMALIZED.items():
+        picked = pick_raw(metric, latest_raw) or pick_raw(metric, first_raw)
+        if picked:
+            out.append((metric, spec.unit, picked[0], picked[1]))
+    out += [(f"raw:{name}", "count", name, 1) for name in sorted({*latest, *first})]
+    return tuple(out)
 
 
 samples = rdma_samples
@@ -173,7 +185,11 @@ samples = rdma_samples
 # ----------------------------------------------------------------------------------------------------------- rules
 
 
-def _ports(samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+def _ports(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+    return per_samples(hc, "rdma_ports", samples, lambda: _group_ports(samples))
+
+
+def _group_ports(samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
     grouped: dict[str, dict[str, MetricSample]] = defaultdict(dict)
     for s in samples:
         if s.component.startswith("rdma:") and "/" in s.component:
@@ -228,7 +244,7 @@ def rdma_port_down(hc: HostCapture, samples: list[MetricSample]) -> list[Finding
     """A port (with a link_layer) not ACTIVE, or physically POLLING/DISABLED; critical when it was ACTIVE in
     snapshot 0 and is not in snapshot 1."""
     items, findings = HostItems(hc), []
-    for comp, m in _ports(samples).items():
+    for comp, m in _ports(hc, samples).items():
         state, phys = m.get("link.state"), m.get("link.phys_state")
         if state is None or items.text(_base(comp) + "link_layer") is None:
             continue
@@ -255,7 +271,7 @@ def rdma_port_down(hc: HostCapture, samples: list[MetricSample]) -> list[Finding
 def _counter_rule(hc: HostCapture, samples: list[MetricSample], kind: str, names: tuple[str, ...],
                   classify: Callable[[list[MetricSample]], tuple[Severity, float, str]]) -> list[Finding]:
     items, findings = HostItems(hc), []
-    for comp, m in _ports(samples).items():
+    for comp, m in _ports(hc, samples).items():
         grown = _grown(m, names)
         if grown:
             severity, confidence, text = classify(grown)
@@ -330,7 +346,7 @@ def rdma_speed_downshift(hc: HostCapture, samples: list[MetricSample]) -> list[F
     """An ACTIVE port slower than the most common rate of the same model and link layer on this host (3+ ports)."""
     items = HostItems(hc)
     groups: dict[tuple[str, str], list[tuple[str, dict[str, MetricSample]]]] = defaultdict(list)
-    for comp, m in _ports(samples).items():
+    for comp, m in _ports(hc, samples).items():
         speed, state = m.get("link.speed_gbps"), m.get("link.state")
         if speed is not None and speed.value is not None and state is not None and state.note == "ACTIVE":
             groups[_peer_group(items, comp)].append((comp, m))
@@ -368,7 +384,7 @@ _SATURATION_WATCH = frozenset({"phy.symbol_errors_uncorrected", "link.down_event
 def rdma_counters_saturated(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """An error PortCounter stuck at its maximum: new errors on that port can no longer be seen."""
     items, findings = HostItems(hc), []
-    for comp, m in _ports(samples).items():
+    for comp, m in _ports(hc, samples).items():
         stuck = [m[n] for n in sorted(_SATURATION_WATCH) if n in m and m[n].note == "saturated"]
         if not stuck:
             continue

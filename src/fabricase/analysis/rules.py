@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
+from fabricase.analysis._items import per_samples
 from fabricase.analysis.netdev import is_virtual
 from fabricase.models import Evidence, Finding, HostCapture, HostStatus, MetricSample, Severity
 
@@ -46,7 +47,11 @@ def _delta_evidence(sample: MetricSample) -> Evidence:
     return Evidence(f"{sample.metric}.delta", sample.delta, sample.unit, baseline=0, source=sample.source, snapshot=1)
 
 
-def _by_interface(samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+def _by_interface(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+    return per_samples(hc, "netdev_interfaces", samples, lambda: _group_interfaces(samples))
+
+
+def _group_interfaces(samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
     grouped: dict[str, dict[str, MetricSample]] = defaultdict(dict)
     for s in samples:
         if s.component.startswith("netdev:"):
@@ -76,7 +81,7 @@ def host_unreachable(hc: HostCapture, samples: list[MetricSample]) -> list[Findi
 def netdev_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """Error counters of a physical interface that increased during the interval; one finding per interface."""
     findings = []
-    for interface, metrics in _by_interface(samples).items():
+    for interface, metrics in _by_interface(hc, samples).items():
         grown = [metrics[name] for name in ERROR_COUNTERS if _increased(metrics.get(name))]
         if not grown:
             continue
@@ -99,7 +104,7 @@ def netdev_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]
 def link_flap(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """carrier_changes (or carrier_down_count where it is all there is) increased during the interval."""
     findings = []
-    for interface, metrics in _by_interface(samples).items():
+    for interface, metrics in _by_interface(hc, samples).items():
         sample = metrics.get("carrier_changes")
         if sample is None or sample.delta is None:
             sample = metrics.get("carrier_down_count")
@@ -117,7 +122,7 @@ def link_flap(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
 def link_down(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """A physical interface whose operstate is down at the end of the capture."""
     findings = []
-    for interface, metrics in _by_interface(samples).items():
+    for interface, metrics in _by_interface(hc, samples).items():
         state = metrics.get("operstate")
         if state is None or state.note not in _DOWN_STATES:
             continue

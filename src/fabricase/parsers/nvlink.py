@@ -65,9 +65,12 @@ class NvlinkReport:
 def _gpus(text: str | None, report: NvlinkReport):
     """(gpu, line) for every non-header line under a `GPU N:` header."""
     current: NvlinkGpu | None = None
-    for raw in (text or "").splitlines():
-        line = _ANSI.sub("", raw).rstrip()
-        header = _GPU.fullmatch(line)
+    text = text or ""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        header = _GPU.fullmatch(line) if line.startswith("GPU ") else None
         if header:
             index = int(header.group("index"))
             current = report.gpus.setdefault(index, NvlinkGpu(index, header.group("name") or None,
@@ -106,23 +109,60 @@ def parse_nvlink_status(text: str | None) -> NvlinkReport:
     return report
 
 
+# The usual `nvlink -e` output, whole: GPU headers and "Link N: Name: count" lines only. A host prints a few
+# hundred of these per snapshot, so they are read in one regex pass; anything else takes the line-by-line path.
+_FAST = re.compile(
+    r"^GPU (\d+): ([^\n]*?)(?: \(UUID: ([^)\n]*)\))?[ \t\r]*$"
+    r"|^[ \t]*Link (\d+): ([^:\n]+?): (\d+)[ \t\r]*$",
+    re.M | re.A,
+)
+_NONBLANK = re.compile(r"^[ \t\r]*\S", re.M)
+
+
+def _fast_errors(text: str) -> NvlinkReport | None:
+    """The report when every non-blank line is a header or a numeric counter, under a header; else None."""
+    matches = _FAST.findall(text)
+    if not matches or not matches[0][0] or len(matches) != len(_NONBLANK.findall(text)):
+        return None
+    report = NvlinkReport()
+    gpu = None
+    for index, name, uuid, link, counter, value in matches:
+        if index:
+            gpu = report.gpus.get(int(index))
+            if gpu is None:
+                gpu = report.gpus[int(index)] = NvlinkGpu(int(index), name or None, uuid or None)
+            continue
+        number = int(link)
+        rec = gpu.links.get(number)
+        if rec is None:
+            rec = gpu.links[number] = NvlinkLink(number)
+        rec.counters[counter.strip()] = int(value)
+    return report
+
+
 def parse_nvlink_errors(text: str | None) -> NvlinkReport:
     """`nvidia-smi nvlink -e`: per GPU, per link, every counter printed (unknown names kept). Never raises."""
+    if text and "\x1b" not in text and (fast := _fast_errors(text)) is not None:
+        return fast
     report = NvlinkReport()
     for gpu, line in _gpus(text, report):
+        match = _COUNTER.fullmatch(line)
+        value = match.group("value") if match else ""
+        if value.isascii() and value.isdigit():  # the common case first: a host prints thousands of these
+            link = gpu.links.get(number := int(match.group("link")))
+            if link is None:
+                link = gpu.links[number] = NvlinkLink(number)
+            link.counters[match.group("name").strip()] = int(value)
+            continue
         if _UNSUPPORTED.search(line) or _ALL_INACTIVE.search(line):
             gpu.unsupported = line.strip()
             continue
-        match = _COUNTER.fullmatch(line)
         if not match:
             if not line.strip().startswith("[..."):
                 report.errors.append(f"GPU {gpu.index}: unrecognized line {line.strip()[:80]!r}")
             continue
-        value = match.group("value")
         link = gpu.links.setdefault(int(match.group("link")), NvlinkLink(int(match.group("link"))))
-        if re.fullmatch(r"\d+", value):
-            link.counters[match.group("name").strip()] = int(value)
-        elif value.upper() not in ("N/A", "[N/A]"):
+        if value.upper() not in ("N/A", "[N/A]"):
             report.errors.append(f"GPU {gpu.index} link {link.link}: {match.group('name')}: not a count {value!r}")
     return report
 

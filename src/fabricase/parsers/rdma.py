@@ -137,7 +137,6 @@ _SIGNATURES = (
     ("bnxt_re", ("to_retransmits", "seq_err_naks_rcvd", "rx_roce_discards", "oos_drop_count", "active_ahs")),
     ("irdma", ("cnpSent", "RetransSegs", "InOptErrors", "RxECNMrkd", "NAKSEQERR")),
 )
-_DECIMAL = re.compile(r"[0-9]+", re.ASCII)
 _RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*Gb/sec(?:\s*\(\s*([0-9]+)X(?:\s+([A-Za-z]+))?\s*\))?", re.ASCII)
 _CODED = re.compile(r"^\s*([0-9]+)\s*:\s*(.*?)\s*$|^\s*(.*?)\s*\(\s*([0-9]+)\s*\)\s*$", re.ASCII)
 
@@ -224,7 +223,7 @@ def parse_rate(text: str | None) -> tuple[float | None, int | None, str | None]:
 def parse_counter(text: str | None) -> int | None:
     """A counter file's value; None when empty, unreadable or "N/A (no PMA)"."""
     value = (text or "").strip()
-    return int(value) if _DECIMAL.fullmatch(value) else None
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def detect_vendor(device: str, counter_names: Iterable[str] = (), driver: str | None = None) -> str | None:
@@ -271,7 +270,7 @@ def saturated(name: str, value: int | None) -> bool:
 def _counters(files: Mapping[str, str | None], port: RdmaPort) -> None:
     for rel in sorted(files):
         folder, _, name = rel.partition("/")
-        if folder not in COUNTER_DIRS or not name or "/" in name or name in _NOT_COUNTERS:
+        if not name or folder not in COUNTER_DIRS or "/" in name or name in _NOT_COUNTERS:
             continue
         text = files[rel]
         value = parse_counter(text)
