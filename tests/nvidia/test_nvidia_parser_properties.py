@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fabricase.parsers.dcgm import parse_dcgmi_diag, parse_dcgmi_discovery, parse_dcgmi_health
@@ -116,3 +116,28 @@ def test_cut_short_xml(cut):
     assert len(report.gpus) <= 1
     if cut < len(XML.rstrip()):
         assert report.errors
+
+
+_NVLINK_WORDS = st.sampled_from([
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n", "GPU 1: X\n", "GPU 2: Y  (UUID: GPU-2)  \n", "\t Link 0: ",
+    "  Link 17: ", "Link 3: ", "Replay Errors: ", "CRC Errors: ", "Recovery Errors: ", "0", "42", "N/A", "\n", "\r\n",
+    " ", "\t", "all links are inactive", "not supported", "[...]", ": ", "\x1b[1m", "\u0663",
+])  # fmt: skip
+
+
+@settings(max_examples=400)
+@given(st.lists(_NVLINK_WORDS).map("".join))
+@example("GPU 0: X\n\t Link 0: Replay Errors: 42\n\n")
+@example("GPU 2: Y  (UUID: GPU-2)  \n  Link 17: CRC Errors: 0\r\nGPU 1: X\n")
+def test_nvlink_errors_fast_path_agrees_with_the_line_parser(text):
+    import fabricase.parsers.nvlink as nvlink
+
+    fast = nvlink._fast_errors(text)
+    if text.startswith("GPU 0: X\n\t Link 0"):
+        assert fast is not None and fast.gpus[0].links[0].counters == {"Replay Errors": 42}
+    if fast is not None:
+        saved, nvlink._fast_errors = nvlink._fast_errors, lambda _text: None
+        try:
+            assert fast == parse_nvlink_errors(text)
+        finally:
+            nvlink._fast_errors = saved

@@ -85,7 +85,8 @@ BACKGROUND_KINDS = frozenset({
 
 
 def _background(findings: list[Finding], fleet: list[Finding], judgeable: set[str]) -> list[Finding]:
-    outliers = {(f.host, f.component) for f in fleet if f.kind == "fleet-outlier"}
+    # A component the job's NCCL log blames is not background, whatever its counters look like next to the fleet.
+    outliers = {(f.host, f.component) for f in fleet if f.kind == "fleet-outlier"} | _nccl_blamed(findings)
     out = []
     for f in findings:
         family = f.component.split(":", 1)[0]
@@ -97,13 +98,25 @@ def _background(findings: list[Finding], fleet: list[Finding], judgeable: set[st
     return out
 
 
+# How much the job's own NCCL log, blaming a component, adds to a rule's confidence in it: the two are
+# independent witnesses, combined as 1 - (1 - c)(1 - NCCL_WEIGHT).
+NCCL_WEIGHT = 0.5
+
+
+def _nccl_blamed(findings: list[Finding]) -> set[tuple[str | None, str]]:
+    return {(f.host, f.component) for f in findings if f.kind.startswith("nccl-") and f.severity != Severity.INFO}
+
+
 def _nccl_links(findings: list[Finding]) -> list[Finding]:
-    """A component that the job's NCCL log blames and a rule also flags: each names the other as related."""
-    blamed = {(f.host, f.component) for f in findings if f.kind.startswith("nccl-")}
+    """A component that the job's NCCL log blames and a rule also flags: each names the other as related, and the
+    rule's confidence rises (NCCL_WEIGHT), so it ranks above findings of the same severity that no job saw."""
+    blamed = _nccl_blamed(findings)
     out = []
     for f in findings:
         if (f.host, f.component) in blamed and not f.kind.startswith("nccl-"):
-            f = dataclasses.replace(f, related=sorted({*f.related, f"nccl-log:{f.host}/{f.component}"}))
+            confidence = None if f.confidence is None else round(1 - (1 - f.confidence) * (1 - NCCL_WEIGHT), 6)
+            f = dataclasses.replace(f, related=sorted({*f.related, f"nccl-log:{f.host}/{f.component}"}),
+                                    confidence=confidence, summary=f"{f.summary}; the job's NCCL log names it too")
         out.append(f)
     return out
 

@@ -127,14 +127,39 @@ def _group_of(component: str, metric: str) -> tuple[str, str] | None:
 MIN_EVENTS = 5  # events in the interval before one component can be called an outlier
 
 
+# What makes two components comparable beyond their family: the gauges that say vendor, link layer (role) and
+# speed. A 400 Gb/s ConnectX InfiniBand port is not judged against a 100 Gb/s EFA port, nor a 25 GbE management
+# NIC against a 400 GbE RoCE one.
+CLASS_METRICS: dict[str, tuple[str, ...]] = {
+    "rdma": ("port.vendor", "link.layer", "link.speed_gbps"),
+    "netdev": ("speed",),
+}
+_CLASS_UNITS = {"link.speed_gbps": "Gb/s", "speed": "Mb/s"}
+_CLASS_NAMES = frozenset(m for metrics in CLASS_METRICS.values() for m in metrics)
+
+
 def fleet_inputs(samples: Iterable[MetricSample]) -> list[MetricSample]:
-    """The samples fleet statistics read: error and traffic counters that moved, or could have. A raw counter
-    already present under its normalized name (same component, same source) is left out: one counter is one
-    test, or Benjamini-Hochberg would pay twice for it and the evidence would say it twice."""
-    kept = [s for s in samples if s.delta is not None and (s.metric in TRAFFIC_METRICS
-                                                           or _group_of(s.component, s.metric) is not None)]
+    """The samples fleet statistics read: error and traffic counters that moved, or could have, and the gauges
+    that make components comparable (CLASS_METRICS). A raw counter already present under its normalized name
+    (same component, same source) is left out: one counter is one test, or Benjamini-Hochberg would pay twice
+    for it and the evidence would say it twice."""
+    kept = [s for s in samples if (s.delta is not None and (s.metric in TRAFFIC_METRICS
+                                                            or _group_of(s.component, s.metric) is not None))
+            or s.metric in _CLASS_NAMES]
     normalized = {(s.component, s.source) for s in kept if not s.metric.startswith("raw:")}
     return [s for s in kept if not s.metric.startswith("raw:") or (s.component, s.source) not in normalized]
+
+
+def _classes(samples: list[MetricSample]) -> dict[str, str]:
+    """component -> its comparable class ("mlx5 InfiniBand 400 Gb/s"; "" when nothing says)."""
+    parts: dict[str, dict[str, str]] = defaultdict(dict)
+    for s in samples:
+        if s.metric in _CLASS_NAMES and s.metric in CLASS_METRICS.get(_family(s.component), ()):
+            if s.note:
+                parts[s.component][s.metric] = s.note
+            elif s.value is not None:
+                parts[s.component][s.metric] = f"{s.value:g} {_CLASS_UNITS.get(s.metric, '')}".rstrip()
+    return {comp: " ".join(p[m] for m in CLASS_METRICS[_family(comp)] if m in p) for comp, p in parts.items()}
 
 
 def judgeable_families(hosts_samples: Mapping[str, Iterable[MetricSample]], min_group: int = 8) -> set[str]:
@@ -157,8 +182,9 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
 
     # group -> (host, component) -> (sample, interval, GB moved); the first sample of a (host, component)
     # wins when a counter was read from two sources.
-    groups: dict[tuple[str, str], dict[tuple[str, str], tuple[MetricSample, float, float | None]]] = {}
+    groups: dict[tuple[str, str, str], dict[tuple[str, str], tuple[MetricSample, float, float | None]]] = {}
     for host, samples in hosts_samples.items():
+        classes = _classes(samples)
         traffic: dict[str, float] = {}
         for s in samples:
             if s.metric in TRAFFIC_METRICS and s.delta is not None:
@@ -168,9 +194,10 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
             delta = s.delta
             if delta is None or delta < 0:
                 continue
-            key = _group_of(s.component, s.metric)
-            if key is None:
+            family_metric = _group_of(s.component, s.metric)
+            if family_metric is None:
                 continue
+            key = (*family_metric, classes.get(s.component, ""))
             rate = s.rate
             interval = delta / rate if rate and delta > 0 and rate > 0 else default_interval
             if interval is None or not interval > 0:
@@ -182,7 +209,8 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
             group.setdefault((host, s.component), (s, interval, None if gb is None else gb / 1e9))
 
     # Per group: exposure, p-values; then BH over every test of the capture.
-    small: list[int] = []
+    small: list[tuple[str, int]] = []
+    judged_families: set[str] = set()
     judged = untested = 0
     blocks: list[tuple] = []
     for key in sorted(groups):
@@ -190,9 +218,10 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
         n = len(members)
         if n < min_group:
             # a small group with nothing to judge is reported only when nothing at all could be judged
-            small.append(n if any(v[0].delta > 0 for v in members.values()) else -n)
+            small.append((key[0], n if any(v[0].delta > 0 for v in members.values()) else -n))
             continue
         judged += 1
+        judged_families.add(key[0])
         order = sorted(members)
         rows = [members[k] for k in order]
         counts = np.fromiter((round(r[0].delta) for r in rows), float, n)
@@ -232,8 +261,9 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
             found.sort(key=lambda h: (h[0], h[2]))
             findings.append(_finding(host, component, found, efa))
 
-    # Said only when some error counter moved in a group too small to judge: a quiet small fleet needs no note.
-    positives = [n for n in small if n > 0]
+    # Said only when some error counter moved in a group too small to judge, of a family that could not be judged
+    # at all: a quiet small fleet needs no note, nor does one odd port (a downshifted link) in a large fleet.
+    positives = [n for family, n in small if n > 0 and family not in judged_families]
     if positives:
         got = max(positives)
         findings.append(Finding(
@@ -249,7 +279,7 @@ def _finding(host: str, component: str, found: list, efa: float) -> Finding:
     evidence: list[Evidence] = []
     best_q = found[0][0]
     severity = Severity.MAJOR
-    for q, _p, (_fam, metric), t, ct, unit, _n, i in found:
+    for q, _p, (_fam, metric, _cls), t, ct, unit, _n, i in found:
         rate = t.count / t.exposure
         ratio = rate / ct.rate
         if q < CRITICAL_Q and ratio > CRITICAL_RATIO:
@@ -260,8 +290,10 @@ def _finding(host: str, component: str, found: list, efa: float) -> Finding:
         evidence.append(Evidence(metric=f"{metric}.rate", value=_sig(rate), unit=f"{s.unit}/{unit}",
                                  baseline=_sig(ct.rate), source=s.source, snapshot=1))
         evidence.append(Evidence(metric=f"{metric}.q_value", value=_sig(q), unit="probability", baseline=None))
-    q0, _p0, (family, metric), t, ct, unit, n, _i = found[0]
+    q0, _p0, (family, metric, cls), t, ct, unit, n, _i = found[0]
     evidence.append(Evidence(metric="fleet.comparable_components", value=n, unit="components"))
+    if cls:
+        evidence.append(Evidence(metric="fleet.comparable_class", value=cls, unit="class"))
     evidence.append(Evidence(metric="fleet.expected_false_alarms", value=_sig(efa), unit="findings"))
     rate = t.count / t.exposure
     ratio = rate / ct.rate
@@ -269,7 +301,8 @@ def _finding(host: str, component: str, found: list, efa: float) -> Finding:
     more = f"; {len(found) - 1} more error counter(s) also stand out" if len(found) > 1 else ""
     summary = (
         f"{component} on {host} logged {_fmt(t.count)} {metric} in {_fmt(t.interval)} s{moved}, "
-        f"{_fmt(ratio)}x the fleet baseline of {_fmt(ct.rate)}/{unit} across {n:,} {_NOUN.get(family, 'components')}"
+        f"{_fmt(ratio)}x the fleet baseline of {_fmt(ct.rate)}/{unit} across {n:,} "
+        f"{f'{cls} ' if cls else ''}{_NOUN.get(family, 'components')}"
         f" (q = {_fmt_q(q0)}){more}"
     )
     return Finding(kind="fleet-outlier", severity=severity, host=host, component=component, summary=summary,

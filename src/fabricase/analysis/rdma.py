@@ -145,6 +145,10 @@ def _gauges(hc: HostCapture, comp: str, rec: RdmaPort, base: str, present: set[s
     if "rate" in present:
         out.append(MetricSample(hc.host, comp, "link.speed_gbps", rec.rate_gbps, "Gb/s", base + "rate"))
         out.append(MetricSample(hc.host, comp, "link.width", rec.width, "lanes", base + "rate"))
+    if rec.link_layer:
+        out.append(MetricSample(hc.host, comp, "link.layer", None, "layer", base + "link_layer", note=rec.link_layer))
+    if rec.vendor:  # from the PCI driver, the device name or the counter names: no single item says it
+        out.append(MetricSample(hc.host, comp, "port.vendor", None, "vendor", None, note=rec.vendor))
     return out
 
 
