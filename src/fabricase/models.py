@@ -233,6 +233,7 @@ class Placement:
     placement_group: str | None = None
     topology: list[str] = field(default_factory=list)  # outermost first: network nodes, block/sub-block, rack
     extra: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None  # where it came from: "provider:<name>" or "inventory:<file>" (placements.json)
 
 
 @dataclass

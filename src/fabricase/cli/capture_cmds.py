@@ -8,7 +8,7 @@ import click
 
 from fabricase.cli.app import EXIT_PARTIAL, capture_from_targets, cli, paths, target_options
 from fabricase.cli.output import emit_json, err_console, hosts_json, out_console, print_findings, print_hosts
-from fabricase.errors import VerifyError
+from fabricase.errors import ParseError, VerifyError
 from fabricase.models import HostStatus, Severity
 
 _PROVIDERS = click.Choice(["static", "aws", "gcp", "azure"])
@@ -21,21 +21,49 @@ def _load(path: str):
     return load_input(Path(path))
 
 
+def _placements(capture, source: str, inventory: Path | None):
+    """resolve_placements, with a bundle's malformed placements.json named as the bundle's member (the
+    folder it was extracted to is temporary)."""
+    from fabricase.capturedir import PLACEMENTS_FILE
+    from fabricase.pipeline import resolve_placements
+
+    try:
+        return resolve_placements(capture, inventory, paths())
+    except ParseError as exc:
+        if Path(source).is_file():
+            raise ParseError(exc.message, where=f"{source}: capture/{PLACEMENTS_FILE}") from exc
+        raise
+
+
 @cli.command()
 @target_options
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Capture directory to create (default: a new folder under the data directory).")
+@click.option("--inventory", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Static inventory JSON ({\"hosts\": {host: {\"switch\", \"rack\"}}}): where the hosts sit, "
+                   "stored in the capture as placements.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def collect(out_dir, as_json, **target):
+def collect(out_dir, inventory, as_json, **target):
     """Capture counters, logs and identity from the hosts into a capture directory (nothing else)."""
+    from fabricase.capturedir import write_placements
+    from fabricase.pipeline import inventory_placements
+
     if target["replay"]:
         raise click.UsageError("collect captures live hosts; --replay is for analyze, draft and open")
+    if inventory is not None:
+        inventory_placements(inventory, [])  # a bad inventory fails before any host is captured
     capture = capture_from_targets(target, out_dir, quiet=as_json)
+    stored = None
+    if inventory is not None:
+        stored = write_placements(capture.root, inventory_placements(inventory, [h.host for h in capture.hosts]))
     ok = sum(h.status == HostStatus.OK for h in capture.hosts)
     if as_json:
-        emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture)})
+        emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture),
+                   "placements": str(stored) if stored else None})
     else:
         print_hosts(capture)
+        if stored:
+            out_console.print(f"Placements stored in {stored}", soft_wrap=True)
     if ok == 0:
         raise click.exceptions.Exit(1)
     if ok < len(capture.hosts):
@@ -44,8 +72,8 @@ def collect(out_dir, as_json, **target):
 
 _inventory_option = click.option(
     "--inventory", type=click.Path(path_type=Path, dir_okay=False), default=None,
-    help="Static inventory JSON ({\"hosts\": {host: {\"switch\", \"rack\"}}}) for topology correlation "
-         "(default: inventory.json in the config directory).")
+    help="Static inventory JSON ({\"hosts\": {host: {\"switch\", \"rack\"}}}) for topology correlation, over "
+         "the placements stored in the capture (default: those, else inventory.json in the config directory).")
 
 
 @cli.command()
@@ -53,17 +81,27 @@ _inventory_option = click.option(
 @_inventory_option
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
 def analyze(source, inventory, as_json):
-    """Analyze a capture directory or bundle offline and print the findings."""
-    from fabricase.pipeline import analyze_capture, inventory_topology
+    """Analyze a capture directory or bundle offline and print the findings.
+
+    Topology (which hosts share a switch, rack or network node) comes from --inventory, else from the
+    placements stored in the capture, else from the config directory's inventory.json. With --inventory on a
+    directory, its placements are stored in the capture for later analyses and bundles."""
+    from fabricase.pipeline import analyze_capture, store_placements, topology_of
 
     capture = _load(source)
-    findings = analyze_capture(capture, inventory_topology(inventory, paths()))
+    placements, topology = _placements(capture, source, inventory)
+    if inventory is not None and Path(source).is_dir():
+        topology = store_placements(capture, placements, topology)
+    findings = analyze_capture(capture, topology_of(placements))
     if as_json:
-        emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture),
+        emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture), "topology": topology.to_dict(),
                    "findings": [f.to_dict() for f in findings]})
     else:
         print_hosts(capture)
+        out_console.print(topology.describe(), soft_wrap=True)
         print_findings(findings)
+    if topology.warning:
+        err_console.print(f"warning: {topology.warning}", style="yellow", highlight=False, soft_wrap=True)
 
 
 @cli.command()
@@ -76,12 +114,14 @@ def analyze(source, inventory, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
 def bundle(source, out, provider, symptom, as_json):
     """Build a deterministic evidence bundle from a capture directory."""
-    from fabricase.pipeline import analyze_capture, build_bundle_for, make_draft, worst_severity
+    from fabricase.pipeline import analyze_capture, build_bundle_for, make_draft, topology_of, worst_severity
 
     capture = _load(source)
-    findings = analyze_capture(capture)
+    placements, _ = _placements(capture, source, None)
+    findings = analyze_capture(capture, topology_of(placements))
     draft = make_draft(capture, findings, provider=provider, symptom=symptom,
-                       severity=worst_severity(findings), placements=[], bundle_id=None, escalation_id=None)
+                       severity=worst_severity(findings), placements=placements, bundle_id=None,
+                       escalation_id=None)
     b = build_bundle_for(capture, findings, draft, out)
     if as_json:
         emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size})
@@ -120,12 +160,13 @@ def verify(bundle_path, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the draft as JSON.")
 def draft(source, provider, symptom, severity, as_json):
     """Render the provider ticket for a capture or bundle without filing anything."""
-    from fabricase.pipeline import analyze_capture, make_draft, worst_severity
+    from fabricase.pipeline import analyze_capture, make_draft, topology_of, worst_severity
 
     capture = _load(source)
-    findings = analyze_capture(capture)
+    placements, _ = _placements(capture, source, None)
+    findings = analyze_capture(capture, topology_of(placements))
     d = make_draft(capture, findings, provider=provider, symptom=symptom,
-                   severity=Severity(severity) if severity else worst_severity(findings), placements=[],
+                   severity=Severity(severity) if severity else worst_severity(findings), placements=placements,
                    bundle_id=None, escalation_id=None)
     if as_json:
         emit_json({"provider": d.provider, "title": d.title, "body": d.body, "severity": str(d.severity),
