@@ -23,8 +23,12 @@ __all__ = [
     "EXCLUDE_TOKENS",
     "TRAFFIC_METRICS",
     "TRAFFIC_SCALED_TOKENS",
+    "CONTINUOUS_FLOORS",
+    "CONTINUOUS_PREFIXES",
+    "Z_MIN",
     "fleet_findings",
     "fleet_inputs",
+    "is_continuous_metric",
     "is_error_metric",
     "is_traffic_scaled",
 ]
@@ -51,6 +55,34 @@ IDLE_FLOOR = 0.01  # a component's GB exposure is at least this share of the gro
 CRITICAL_Q = 1e-6
 CRITICAL_RATIO = 100.0
 _NOUN = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
+
+
+# Continuous measures judged with robust z-scores (median/MAD) instead of a count test: pause and congestion
+# signalling rates. They are not faults by themselves; one port far above the fleet is (a PFC storm, a hotspot).
+CONTINUOUS_PREFIXES: tuple[str, ...] = ("pause.", "pfc.", "cnp.", "ecn.")
+# A robust z (of log(1 + rate)) below this is never reported, whatever its q: fleets are heavier-tailed than
+# normal. 3.5 on the log scale is about 100x the fleet's median rate when the fleet spreads like real ones do.
+Z_MIN = 3.5
+# The least rate (per second) worth reporting, whatever the z: a quiet fleet makes a trickle look extreme, and
+# congested but working RoCE fabrics pause a few percent of the time. Pause time: a tenth of the time paused (the
+# pfc-storm rule's share). Pause frames: 1,000 a second (one 65,535-quanta pause lasts 84 us at 400 Gb/s, so a
+# tenth of the time is about 1,200 frames a second). CNPs and ECN marks: 10,000 a second.
+CONTINUOUS_FLOORS: tuple[tuple[str, float], ...] = (
+    ("pfc.rx_pause_us", 100_000.0), ("pfc.tx_pause_us", 100_000.0), ("cnp.", 10_000.0), ("ecn.", 10_000.0),
+    ("", 1_000.0),
+)  # fmt: skip
+# Severity by what stood out: time paused stalls the fabric (major); pause frames alone can be many short pauses
+# (minor); CNPs and ECN marks are congestion signalling doing its job, context for the engineer (info).
+_PAUSE_TIME = ("pfc.rx_pause_us", "pfc.tx_pause_us")
+_SIGNALLING = ("cnp.", "ecn.")
+
+
+def is_continuous_metric(metric: str) -> bool:
+    return metric.startswith(CONTINUOUS_PREFIXES) and "storm" not in metric
+
+
+def _floor(metric: str) -> float:
+    return next(floor for prefix, floor in CONTINUOUS_FLOORS if metric.startswith(prefix))
 
 
 def is_error_metric(metric: str) -> bool:
@@ -144,7 +176,8 @@ def fleet_inputs(samples: Iterable[MetricSample]) -> list[MetricSample]:
     (same component, same source) is left out: one counter is one test, or Benjamini-Hochberg would pay twice
     for it and the evidence would say it twice."""
     kept = [s for s in samples if (s.delta is not None and (s.metric in TRAFFIC_METRICS
-                                                            or _group_of(s.component, s.metric) is not None))
+                                                            or _group_of(s.component, s.metric) is not None
+                                                            or is_continuous_metric(s.metric)))
             or s.metric in _CLASS_NAMES]
     normalized = {(s.component, s.source) for s in kept if not s.metric.startswith("raw:")}
     return [s for s in kept if not s.metric.startswith("raw:") or (s.component, s.source) not in normalized]
@@ -183,6 +216,7 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
     # group -> (host, component) -> (sample, interval, GB moved); the first sample of a (host, component)
     # wins when a counter was read from two sources.
     groups: dict[tuple[str, str, str], dict[tuple[str, str], tuple[MetricSample, float, float | None]]] = {}
+    continuous: dict[tuple[str, str, str], dict[tuple[str, str], MetricSample]] = {}
     for host, samples in hosts_samples.items():
         classes = _classes(samples)
         traffic: dict[str, float] = {}
@@ -196,6 +230,9 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
                 continue
             family_metric = _group_of(s.component, s.metric)
             if family_metric is None:
+                if s.rate is not None and is_continuous_metric(s.metric):
+                    ckey = (_family(s.component), s.metric, classes.get(s.component, ""))
+                    continuous.setdefault(ckey, {}).setdefault((host, s.component), s)
                 continue
             key = (*family_metric, classes.get(s.component, ""))
             rate = s.rate
@@ -238,9 +275,10 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
                 unit = "GB"
         blocks.append((key, order, rows, counts, exposure, stats.count_test(counts, exposure), unit, n))
 
+    zblocks = _continuous_blocks(continuous, min_group)
     findings: list[Finding] = []
-    if blocks:
-        all_p = np.concatenate([b[5].pvalues for b in blocks] + [np.ones(untested)])
+    if blocks or zblocks:
+        all_p = np.concatenate([b[5].pvalues for b in blocks] + [np.ones(untested)] + [b.p for b in zblocks])
         all_q = stats.benjamini_hochberg(all_p)
         efa = stats.expected_false_alarms(all_q, alpha)
         hits: dict[tuple[str, str], list[tuple[float, float, tuple[str, str], _Test, stats.CountTest, str, int, int]]]
@@ -260,6 +298,7 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
         for (host, component), found in sorted(hits.items()):
             found.sort(key=lambda h: (h[0], h[2]))
             findings.append(_finding(host, component, found, efa))
+        findings += _continuous_findings(zblocks, all_q[offset + untested:], alpha, efa)
 
     # Said only when some error counter moved in a group too small to judge, of a family that could not be judged
     # at all: a quiet small fleet needs no note, nor does one odd port (a downshifted link) in a large fleet.
@@ -307,3 +346,80 @@ def _finding(host: str, component: str, found: list, efa: float) -> Finding:
     )
     return Finding(kind="fleet-outlier", severity=severity, host=host, component=component, summary=summary,
                    evidence=evidence, confidence=_sig(1.0 - best_q, 6), q_value=_sig(best_q))
+
+
+class _ZBlock:
+    """One group of a continuous measure: its members in order, their rates, robust z and one-sided p."""
+
+    __slots__ = ("key", "median", "order", "p", "rates", "samples", "z")
+
+    def __init__(self, key: tuple[str, str, str], order: list[tuple[str, str]], samples: list[MetricSample]):
+        self.key, self.order, self.samples = key, order, samples
+        self.rates = np.fromiter((s.rate for s in samples), float, len(samples))
+        # On a log scale: rates span orders of magnitude across a healthy fleet (a heavy right tail), and a
+        # linear MAD would make every busy port an outlier.
+        self.z = stats.robust_z(np.log1p(np.maximum(self.rates, 0.0)))
+        self.p = stats.normal_upper_tail(self.z)
+        self.median = float(np.median(self.rates))
+
+
+def _continuous_blocks(continuous: dict, min_group: int) -> list[_ZBlock]:
+    out = []
+    for key in sorted(continuous):
+        members = continuous[key]
+        if len(members) >= min_group:
+            order = sorted(members)
+            out.append(_ZBlock(key, order, [members[k] for k in order]))
+    return out
+
+
+def _continuous_findings(zblocks: list[_ZBlock], q_all: np.ndarray, alpha: float, efa: float) -> list[Finding]:
+    """`congestion-outlier` findings: a pause or congestion-signalling rate far above the comparable fleet."""
+    hits: dict[tuple[str, str], list[tuple[float, _ZBlock, int]]] = defaultdict(list)
+    offset = 0
+    for b in zblocks:
+        n = len(b.order)
+        q = q_all[offset:offset + n]
+        floor = _floor(b.key[1])
+        for i in np.flatnonzero((q <= alpha) & (b.z >= Z_MIN) & (b.rates >= floor)):
+            hits[b.order[i]].append((float(q[i]), b, int(i)))
+        offset += n
+    findings = []
+    for (host, component), found in sorted(hits.items()):
+        found.sort(key=lambda h: (h[0], h[1].key))
+        evidence: list[Evidence] = []
+        for q, b, i in found:
+            s = b.samples[i]
+            evidence += [
+                Evidence(f"{b.key[1]}.rate", _sig(float(b.rates[i])), f"{s.unit}/s", baseline=_sig(b.median),
+                         source=s.source, snapshot=1),
+                Evidence(f"{b.key[1]}.robust_z", _sig(float(b.z[i])), "z", baseline=0),
+                Evidence(f"{b.key[1]}.q_value", _sig(q), "probability"),
+            ]
+        q0, b, i = found[0]
+        family, metric, cls = b.key
+        n = len(b.order)
+        evidence.append(Evidence("fleet.comparable_components", n, "components"))
+        if cls:
+            evidence.append(Evidence("fleet.comparable_class", cls, "class"))
+        evidence.append(Evidence("fleet.expected_false_alarms", _sig(efa), "findings"))
+        names = [h[1].key[1] for h in found]
+        if any(m.startswith(_PAUSE_TIME) for m in names):
+            severity = Severity.MAJOR
+            why = "; a port paused this long stalls every flow through its switch (PFC storm)"
+        elif all(m.startswith(_SIGNALLING) for m in names):
+            severity = Severity.INFO
+            why = "; a congestion hotspot: congestion control is slowing the flows through this port"
+        else:
+            severity = Severity.MINOR
+            why = "; many pause frames, though not for long: watch for a storm"
+        more = f"; {len(found) - 1} more rate(s) also stand out" if len(found) > 1 else ""
+        summary = (
+            f"{component} on {host}: {metric} at {_fmt(float(b.rates[i]))}/s against a fleet median of "
+            f"{_fmt(b.median)}/s across {n:,} {f'{cls} ' if cls else ''}{_NOUN.get(family, 'components')} "
+            f"(robust z = {_fmt(float(b.z[i]))}, q = {_fmt_q(q0)}){more}{why}"
+        )
+        findings.append(Finding(kind="congestion-outlier", severity=severity,
+                                host=host, component=component, summary=summary, evidence=evidence,
+                                confidence=_sig(1.0 - q0, 6), q_value=_sig(q0)))
+    return findings

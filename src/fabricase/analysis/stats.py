@@ -31,6 +31,7 @@ __all__ = [
     "poisson_upper_pvalues",
     "robust_baseline",
     "robust_subset",
+    "normal_upper_tail",
     "robust_z",
 ]
 
@@ -213,6 +214,12 @@ def robust_z(values) -> np.ndarray:
     mean_ad = dev.mean()
     out[ok] = (x[ok] - med) / (1.2533 * mean_ad) if mean_ad > 0 else 0.0
     return out
+
+
+def normal_upper_tail(z) -> np.ndarray:
+    """P(Z >= z) for a standard normal: the one-sided p-value of a robust z-score. NaN in, 1 out."""
+    z = np.asarray(z, dtype=float)
+    return np.where(np.isfinite(z), _sp.ndtr(-np.nan_to_num(z)), 1.0)
 
 
 def benjamini_hochberg(pvalues) -> np.ndarray:
