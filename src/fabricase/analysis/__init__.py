@@ -62,18 +62,33 @@ def host_samples(hc: HostCapture) -> list[MetricSample]:
     return [s for a in ANALYZERS for s in a.samples(hc)]
 
 
-def _analyze_host(hc: HostCapture) -> tuple[list[Finding], list[MetricSample]]:
+@dataclass
+class _HostResult:
+    """What the fleet-wide step needs from one host, taken while its items are read once."""
+
+    findings: list[Finding]
+    samples: list[MetricSample]  # only what fleet statistics read (fleet_inputs)
+    config: dict | None  # host_config, for configuration drift; None for a host with no items
+    perf: list  # perf.PerfRecord, for perf outliers across hosts
+
+
+def _analyze_host(hc: HostCapture, *, fleet: bool = True) -> _HostResult:
+    from fabricase.analysis.hostconfig import host_config
+
     try:
         samples = host_samples(hc)
         findings = sort_findings(finding for a in ANALYZERS for rule in a.rules for finding in rule(hc, samples))
-        return findings, fleet_inputs(samples)  # kept for the fleet: only what fleet statistics read
+        if not fleet:
+            return _HostResult(findings, [], None, [])
+        return _HostResult(findings, fleet_inputs(samples), host_config(hc) if hc.items else None,
+                           perf.perf_records(hc))
     finally:
         hc.release()
 
 
 def analyze_host(hc: HostCapture) -> list[Finding]:
     """Every rule's findings for one host, sorted."""
-    return _analyze_host(hc)[0]
+    return _analyze_host(hc, fleet=False).findings
 
 
 # Rule findings that only say "an error counter rose": in a fleet large enough to judge, one that does not stand
@@ -121,24 +136,19 @@ def _nccl_links(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _fleet_findings(capture: Capture, samples: dict[str, list[MetricSample]]) -> list[Finding]:
+def _fleet_findings(capture: Capture, results: dict[str, _HostResult]) -> list[Finding]:
     """Findings that need every host at once: fleet statistics, configuration drift, perf outliers across
     hosts, and the job's NCCL logs."""
     from fabricase.analysis.drift import config_drift_findings
     from fabricase.analysis.fleet import fleet_findings
-    from fabricase.analysis.hostconfig import host_config
     from fabricase.parsers.nccl_log import parse_nccl_log
 
     intervals = {hc.host: hc.interval_s or capture.interval_s for hc in capture.hosts}
-    out = fleet_findings(samples, intervals=intervals)
-    ok_hosts = [hc for hc in capture.hosts if hc.items]
-    if len(ok_hosts) >= 4:  # drift needs a majority to differ from
-        configs = {}
-        for hc in ok_hosts:
-            configs[hc.host] = host_config(hc)
-            hc.release()
+    out = fleet_findings({host: r.samples for host, r in results.items()}, intervals=intervals)
+    configs = {host: r.config for host, r in results.items() if r.config is not None}
+    if len(configs) >= 4:  # drift needs a majority to differ from
         out += config_drift_findings(configs)
-    records = [r for hc in capture.hosts for r in perf.perf_records(hc)]
+    records = [rec for r in results.values() for rec in r.perf]
     logs = [
         parse_nccl_log(capture.read_input(item).decode("utf-8", errors="replace"), source=item.path)
         for item in capture.inputs
@@ -155,11 +165,12 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None) -> l
     from fabricase.analysis.topology import shared_component_findings
 
     per_host: list[Finding] = []
-    samples: dict[str, list[MetricSample]] = {}
+    results: dict[str, _HostResult] = {}
     for hc in capture.hosts:
-        found, samples[hc.host] = _analyze_host(hc)
-        per_host += found
-    fleet = _fleet_findings(capture, samples)
+        results[hc.host] = _analyze_host(hc)
+        per_host += results[hc.host].findings
+    samples = {host: r.samples for host, r in results.items()}
+    fleet = _fleet_findings(capture, results)
     findings = per_host + fleet
     shared: list[Finding] = []
     if topology:
