@@ -40,6 +40,7 @@ from fabricase.models import (
     Escalation,
     Finding,
     HostStatus,
+    MetricSample,
     Placement,
     Severity,
     TicketDraft,
@@ -247,11 +248,13 @@ def load_input(path: Path) -> Capture:
     return load_capture(path)
 
 
-def analyze_capture(capture: Capture, topology: dict[str, list[str]] | None = None) -> list[Finding]:
-    """Findings for a capture; `topology` maps host -> its shared components (switch, rack, network node)."""
+def analyze_capture(capture: Capture, topology: dict[str, list[str]] | None = None,
+                    samples_out: dict[str, list[MetricSample]] | None = None) -> list[Finding]:
+    """Findings for a capture; `topology` maps host -> its shared components (switch, rack, network node);
+    `samples_out` receives the samples the report's heat map reads (see fabricase.analysis.analyze)."""
     from fabricase.analysis import analyze
 
-    return analyze(capture, topology=topology)
+    return analyze(capture, topology=topology, samples_out=samples_out)
 
 
 def topology_of(placements: list[Placement]) -> dict[str, list[str]]:
@@ -423,14 +426,19 @@ def findings_json(findings: list[Finding]) -> str:
     return json.dumps([f.to_dict() for f in findings], indent=2, sort_keys=True) + "\n"
 
 
-def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDraft, out: Path) -> Bundle:
-    """The evidence bundle: the capture directory, findings, the ticket draft and the summary."""
+def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDraft, out: Path, *,
+                     placements: list[Placement] | None = None,
+                     samples: dict[str, list[MetricSample]] | None = None) -> Bundle:
+    """The evidence bundle: the capture directory, findings, the ticket draft, the summary and the HTML report
+    (`samples`: what analyze_capture put in samples_out; without them the report reads the capture again)."""
     from fabricase.bundler.archive import build_bundle
+    from fabricase.report import html_report
 
     extra = {
         "findings.json": findings_json(findings).encode(),
         "ticket.md": (draft.title + "\n\n" + draft.body).encode(),
         "summary.md": (draft.summary or "").encode(),
+        "report.html": html_report(capture, findings, placements or [], samples),
     }
     return build_bundle(capture.root, out, extra=extra, mtime=_epoch(capture.created_at))
 
@@ -463,14 +471,16 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     # Stored before the bundle is built, so that the bundle carries them and re-analysis names the switch.
     placements = merge_placements(stored, located)
     write_placements(capture.root, placements)
-    findings = analyze_capture(capture, topology_of(placements))
+    samples: dict[str, list[MetricSample]] = {}
+    findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
     severity = severity or worst_severity(findings)
     draft_kw = dict(provider=provider_name, symptom=symptom, severity=severity, placements=placements)
+    bundle_kw = dict(placements=placements, samples=samples)
 
     if dry_run:
         inner = make_draft(capture, findings, bundle_id=None, escalation_id=None, **draft_kw)
         bundle_path = paths.bundles / f"dry-run-{capture.root.name}.tar.gz"
-        bundle = build_bundle_for(capture, findings, inner, bundle_path)
+        bundle = build_bundle_for(capture, findings, inner, bundle_path, **bundle_kw)
         draft = make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=None, **draft_kw)
         ticket = bundle_path.with_suffix("").with_suffix(".ticket.md")
         ticket.write_text(draft.title + "\n\n" + draft.body)
@@ -482,7 +492,8 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     esc = tracker.create(provider=provider_name, title=symptom[:120], symptom=symptom, severity=severity,
                          hosts=hosts, components=components)
     inner = make_draft(capture, findings, bundle_id=None, escalation_id=esc.id, **draft_kw)
-    bundle = build_bundle_for(capture, findings, inner, paths.bundles / f"{esc.id}-{capture.root.name}.tar.gz")
+    bundle = build_bundle_for(capture, findings, inner, paths.bundles / f"{esc.id}-{capture.root.name}.tar.gz",
+                              **bundle_kw)
     tracker.add_event(esc.id, "bundle", f"bundle {bundle.bundle_id[:16]} built", {"path": str(bundle.path)})
     draft = make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=esc.id, **draft_kw)
     result = provider.file_case(escalation_id=esc.id, draft=draft, bundle_path=bundle.path)

@@ -45,7 +45,7 @@ def test_flipping_one_byte_of_any_member_fails_verify_and_names_it(run, tmp_path
     bundle = Path(out["bundle_path"])
     with tarfile.open(bundle) as tf:
         members = [m.name for m in tf.getmembers() if m.size > 0 and m.name != "MANIFEST.json"]
-    picks = {"findings.json", "ticket.md", "summary.md",
+    picks = {"findings.json", "ticket.md", "summary.md", "report.html",
              next(m for m in members if m.endswith("stream.fc1")),
              next(m for m in members if m.endswith("index.json"))}
     for member in sorted(picks):
@@ -82,6 +82,10 @@ def test_bundle_is_reproducible_and_draft_renders(run, tmp_path, host_tree):
     b = run.json("bundle", str(cap), "-o", str(tmp_path / "b.tar.gz"))
     assert a["bundle_id"] == b["bundle_id"]
     assert (tmp_path / "a.tar.gz").read_bytes() == (tmp_path / "b.tar.gz").read_bytes()
+    with tarfile.open(tmp_path / "a.tar.gz") as tf:
+        report = tf.extractfile("report.html").read().decode()
+    # The HTML report names the finding the analysis made, with no reference outside the file.
+    assert "netdev:eth1" in report and "link-down" in report and "http://" not in report
     draft = run.json("draft", str(cap), "--symptom", "busbw fell")
     assert "netdev:eth1" in draft["body"] and draft["title"].startswith("[fabricase]")
     assert "eth1" in run("draft", str(tmp_path / "a.tar.gz")).stdout

@@ -157,10 +157,13 @@ def _fleet_findings(capture: Capture, results: dict[str, _HostResult]) -> list[F
     return out + perf.perf_fleet_findings(records) + (nccl_findings(logs) if logs else [])
 
 
-def analyze(capture: Capture, topology: dict[str, list[str]] | None = None) -> list[Finding]:
+def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
+            samples_out: dict[str, list[MetricSample]] | None = None) -> list[Finding]:
     """Findings for every host of a capture, then the fleet-wide ones, sorted by Finding.sort_key; deterministic.
 
-    `topology` maps a host to the shared components above it (switch, rack, network node, block)."""
+    `topology` maps a host to the shared components above it (switch, rack, network node, block). When
+    `samples_out` is given, it receives each host's samples that fleet statistics read (error, traffic, pause and
+    class gauges), for the report's heat map, so nobody has to read the items again."""
     from fabricase.analysis.fleet import judgeable_families
     from fabricase.analysis.topology import shared_component_findings
 
@@ -170,6 +173,8 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None) -> l
         results[hc.host] = _analyze_host(hc)
         per_host += results[hc.host].findings
     samples = {host: r.samples for host, r in results.items()}
+    if samples_out is not None:
+        samples_out.update(samples)
     fleet = _fleet_findings(capture, results)
     findings = per_host + fleet
     shared: list[Finding] = []

@@ -118,11 +118,12 @@ def bundle(source, out, provider, symptom, as_json):
 
     capture = _load(source)
     placements, _ = _placements(capture, source, None)
-    findings = analyze_capture(capture, topology_of(placements))
+    samples: dict = {}
+    findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
     draft = make_draft(capture, findings, provider=provider, symptom=symptom,
                        severity=worst_severity(findings), placements=placements, bundle_id=None,
                        escalation_id=None)
-    b = build_bundle_for(capture, findings, draft, out)
+    b = build_bundle_for(capture, findings, draft, out, placements=placements, samples=samples)
     if as_json:
         emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size})
     else:
