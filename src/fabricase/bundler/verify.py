@@ -1,8 +1,13 @@
-"""Read, verify and safely extract a bundle.
+"""Read, verify and safely extract a bundle, and join a bundle's parts.
 
 Every reader streams the archive once (`r|` mode), so a bundle of many GiB is checked in constant
 memory. Members are judged on their headers before any byte is written: absolute names, `..`
 components, links, devices and fifos are refused, because a bundle may come from anywhere.
+
+A *part* (fit.split_bundle) is a bundle of two members: PART.json (the parent bundle's name, size, sha256
+and id; this part's index and the count; every part's offset, size and sha256) and part.bin (this part's
+slice of the parent's bytes). `verify_bundle` checks a part like any bundle, and that its slice is the one
+PART.json lists; `join_parts` checks that the parts belong together and rebuilds the parent byte for byte.
 """
 
 from __future__ import annotations
@@ -28,15 +33,32 @@ from fabricase.bundler.archive import (
     DIR_MODE,
     FILE_MODE,
     MANIFEST_NAME,
+    _write_atomically,  # the one atomic writer: a joined bundle appears whole or not at all
 )
 from fabricase.errors import BundleError, VerifyError
 
-__all__ = ["DEFAULT_MAX_MEMBER_BYTES", "VerifyReport", "extract_bundle", "read_manifest", "verify_bundle"]
+__all__ = [
+    "DEFAULT_MAX_MEMBER_BYTES",
+    "PART_DATA",
+    "PART_FORMAT",
+    "PART_FORMAT_VERSION",
+    "PART_INFO",
+    "VerifyReport",
+    "bundle_id_of",
+    "extract_bundle",
+    "join_parts",
+    "read_manifest",
+    "verify_bundle",
+]
 
 DEFAULT_MAX_MEMBER_BYTES = 2 * 1024**3
 _MAX_MANIFEST_BYTES = 64 * 1024**2
 _CHUNK = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+PART_INFO = "PART.json"
+PART_DATA = "part.bin"
+PART_FORMAT = "fabricase-bundle-part"
+PART_FORMAT_VERSION = 1
 # what a damaged or foreign file raises while it is decompressed and untarred
 _READ_ERRORS = (tarfile.TarError, EOFError, gzip.BadGzipFile, OSError, zlib.error)
 
@@ -47,6 +69,7 @@ class VerifyReport:
     bundle_id: str | None  # sha256 of MANIFEST.json
     members: int  # members the manifest lists
     problems: list[str] = field(default_factory=list)
+    part: dict[str, Any] | None = None  # a bundle part: its PART.json (index, count, parent, parts)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,6 +81,7 @@ class _Scan:
     files: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (size, sha256)
     duplicates: list[str] = field(default_factory=list)
     unsafe: list[str] = field(default_factory=list)  # "name (reason)"
+    part_raw: bytes | None = None  # PART.json, when the bundle is a part
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -71,10 +95,29 @@ def read_manifest(path: Path) -> dict[str, Any]:
 
 
 def verify_bundle(path: Path) -> VerifyReport:
-    """Check every member against the manifest; each problem names the member at fault."""
+    """Check every member against the manifest; each problem names the member at fault. For a bundle part,
+    also that its slice is the one its PART.json lists (`report.part` then holds PART.json)."""
     path = Path(path)
-    report, _ = _judge(_scan(path), path)
+    scan = _scan(path)
+    report, manifest = _judge(scan, path)
+    listed = {m["path"]: m for m in manifest["members"]}
+    if scan.part_raw is not None or PART_INFO in listed:
+        report.part, problems = _judge_part(scan.part_raw, listed)
+        report.problems += problems
+        report.ok = not report.problems
     return report
+
+
+def bundle_id_of(path: Path) -> str:
+    """The bundle id: the sha256 of its MANIFEST.json, read without decompressing past it."""
+    path = Path(path)
+    with _reading(path) as tar:
+        for member in tar:
+            if member.name == MANIFEST_NAME and member.isreg():
+                raw = _read_small(tar, member, path)
+                _parse_manifest(raw, path)
+                return hashlib.sha256(raw).hexdigest()
+    raise BundleError(f"no {MANIFEST_NAME}: not a fabricase bundle", where=str(path))
 
 
 def extract_bundle(path: Path, dest: Path, *, max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES) -> Path:
@@ -183,6 +226,10 @@ def _scan(path: Path, *, refuse_unsafe: bool = False, max_member_bytes: int | No
                 continue
             if member.name in scan.files:
                 scan.duplicates.append(member.name)
+            if member.name == PART_INFO:
+                scan.part_raw = _read_small(tar, member, path)
+                scan.files[member.name] = (len(scan.part_raw), hashlib.sha256(scan.part_raw).hexdigest())
+                continue
             scan.files[member.name] = _hash_member(tar, member)
     return scan
 
@@ -302,3 +349,99 @@ def _read_archive(read: Any, n: int) -> bytes:
         return read(n)
     except _READ_ERRORS as exc:
         raise _Damaged() from exc
+
+
+# --- bundle parts -----------------------------------------------------------------------------------------
+
+
+def _part_doc(raw: bytes) -> dict[str, Any]:
+    """PART.json, checked for shape and for slices that tile the parent; a ValueError says what is wrong."""
+    doc = json.loads(raw)
+    if not isinstance(doc, dict) or doc.get("format") != PART_FORMAT:
+        raise ValueError(f"not a {PART_FORMAT} record")
+    if doc.get("format_version") != PART_FORMAT_VERSION:
+        raise ValueError(f"format_version {doc.get('format_version')!r} is not supported")
+    parent, parts, count, index = doc.get("parent"), doc.get("parts"), doc.get("count"), doc.get("index")
+    if not (isinstance(parent, dict) and isinstance(parent.get("size"), int) and isinstance(parent.get("name"), str)
+            and _SHA256.fullmatch(str(parent.get("sha256")))):
+        raise ValueError("parent is malformed")
+    if not (isinstance(count, int) and isinstance(index, int) and isinstance(parts, list)
+            and 1 <= index <= count == len(parts)):
+        raise ValueError(f"part {index!r} of {count!r} with {len(parts) if isinstance(parts, list) else 0} listed")
+    offset = 0
+    for k, p in enumerate(parts, start=1):
+        if not (isinstance(p, dict) and p.get("index") == k and p.get("offset") == offset
+                and isinstance(p.get("size"), int) and p["size"] > 0 and _SHA256.fullmatch(str(p.get("sha256")))):
+            raise ValueError(f"the entry of part {k} is malformed or does not follow part {k - 1}")
+        offset += p["size"]
+    if offset != parent["size"]:
+        raise ValueError(f"the parts hold {offset} bytes, the parent {parent['size']}")
+    return doc
+
+
+def _judge_part(raw: bytes | None, listed: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]:
+    if raw is None:
+        return None, []  # PART.json is listed but absent: already reported as missing
+    try:
+        doc = _part_doc(raw)
+    except ValueError as exc:
+        return None, [f"part: {PART_INFO} is malformed: {exc}"]
+    entry, data = doc["parts"][doc["index"] - 1], listed.get(PART_DATA)
+    if data is None:
+        return doc, [f"part: {PART_DATA} is not in the manifest"]
+    if (data["size"], data["sha256"]) != (entry["size"], entry["sha256"]):
+        return doc, [f"part: {PART_DATA} is not the slice {PART_INFO} lists for part {doc['index']} of {doc['count']}"]
+    return doc, []
+
+
+def join_parts(parts: list[Path], out: Path) -> Path:
+    """Rebuild the bundle that `parts` (in any order) were split from, into `out`, atomically. Every part must
+    verify, all must describe the same parent, each index must be there once, and the result must have the
+    parent's sha256; otherwise a VerifyError lists what is wrong and nothing is written."""
+    if not parts:
+        raise BundleError("no parts given")
+    problems: list[str] = []
+    docs: dict[int, tuple[Path, dict[str, Any]]] = {}
+    for path in map(Path, parts):
+        report = verify_bundle(path)
+        if report.part is None:
+            problems.append(f"{path}: not a bundle part")
+        problems += [f"{path}: {p}" for p in report.problems]
+        if report.part is None or not report.ok:
+            continue
+        index = report.part["index"]
+        if index in docs:
+            problems.append(f"{path}: part {index} given twice (also {docs[index][0]})")
+        docs[index] = (path, report.part)
+    listings = {json.dumps([d["parent"], d["parts"]], sort_keys=True) for _, d in docs.values()}
+    if len(listings) > 1:
+        problems.append("the parts come from different bundles (or one was altered): their PART.json disagree")
+    if docs and not problems:
+        count = next(iter(docs.values()))[1]["count"]
+        problems += [f"part {k} of {count} is missing" for k in range(1, count + 1) if k not in docs]
+    if problems:
+        raise VerifyError(f"cannot join: {problems[0]}", where=str(out), problems=problems)
+    parent = next(iter(docs.values()))[1]["parent"]
+    _write_atomically(Path(out), lambda fh: _join_into(fh, [docs[k] for k in sorted(docs)], parent, Path(out)))
+    return Path(out)
+
+
+def _join_into(fh: Any, ordered: list[tuple[Path, dict[str, Any]]], parent: dict[str, Any], out: Path) -> None:
+    whole = hashlib.sha256()
+    for path, doc in ordered:
+        piece = hashlib.sha256()
+        with _reading(path) as tar:
+            for member in tar:
+                if member.name == PART_DATA and member.isreg():
+                    src = tar.extractfile(member)
+                    assert src is not None
+                    while chunk := _read_archive(src.read, _CHUNK):
+                        piece.update(chunk)
+                        whole.update(chunk)
+                        fh.write(chunk)
+                    break
+        if piece.hexdigest() != doc["parts"][doc["index"] - 1]["sha256"]:
+            # the file changed between its verification and this read
+            raise VerifyError(f"part {doc['index']} changed while it was joined", where=str(path))
+    if whole.hexdigest() != parent["sha256"]:
+        raise VerifyError("the joined bytes do not have the parent's sha256", where=str(out))
