@@ -149,6 +149,7 @@ def write_capture_meta(root: Path, *, plan: CapturePlan, targets: dict, hosts: l
         "created_at": created_at,
         "tool_version": __version__,
         "interval_s": plan.interval_s,
+        "since_s": plan.since_s,  # the log window: reproduce.sh asks for the same
         "collectors": plan.collector_versions,
         "targets": targets,
         "hosts": hosts,
