@@ -426,19 +426,39 @@ def findings_json(findings: list[Finding]) -> str:
     return json.dumps([f.to_dict() for f in findings], indent=2, sort_keys=True) + "\n"
 
 
+def desk_of(provider: str) -> str:
+    """The desk whose limits a provider's filings are fitted to (bundler.limits.DESK_LIMITS)."""
+    from fabricase.bundler.limits import DESK_LIMITS
+
+    if provider == "static":
+        return "outbox"
+    return provider if provider in DESK_LIMITS else "generic"
+
+
 def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDraft, out: Path, *,
                      placements: list[Placement] | None = None,
-                     samples: dict[str, list[MetricSample]] | None = None) -> Bundle:
-    """The evidence bundle: the capture directory, findings, the ticket draft, the summary and the HTML report
-    (`samples`: what analyze_capture put in samples_out; without them the report reads the capture again)."""
+                     samples: dict[str, list[MetricSample]] | None = None, symptom: str = "") -> Bundle:
+    """The evidence bundle: the capture directory, findings, the ticket draft, the summaries (Markdown, and JSON
+    fitted to the draft's desk), the HTML report (`samples`: what analyze_capture put in samples_out; without
+    them the report reads the capture again), and reproduce.sh with the capture script it runs."""
     from fabricase.bundler.archive import build_bundle
+    from fabricase.bundler.fit import SummaryInput, fit_summary
+    from fabricase.bundler.limits import desk_limits
+    from fabricase.bundler.reproduce import capture_script, reproduce_script
     from fabricase.report import html_report
 
+    summary = fit_summary(SummaryInput(
+        title=draft.title, symptom=symptom or draft.title, severity=str(draft.severity), captured_at=capture.created_at,
+        findings=findings, hosts=host_summaries(capture), placements=placements or [],
+    ), desk_limits(desk_of(draft.provider)).attachment_max_bytes)
     extra = {
         "findings.json": findings_json(findings).encode(),
         "ticket.md": (draft.title + "\n\n" + draft.body).encode(),
         "summary.md": (draft.summary or "").encode(),
+        summary.name: summary.data,
         "report.html": html_report(capture, findings, placements or [], samples),
+        "reproduce.sh": reproduce_script(capture).encode(),
+        "capture-script.sh": capture_script(capture).encode(),
     }
     return build_bundle(capture.root, out, extra=extra, mtime=_epoch(capture.created_at))
 
@@ -475,7 +495,7 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
     severity = severity or worst_severity(findings)
     draft_kw = dict(provider=provider_name, symptom=symptom, severity=severity, placements=placements)
-    bundle_kw = dict(placements=placements, samples=samples)
+    bundle_kw = dict(placements=placements, samples=samples, symptom=symptom)
 
     if dry_run:
         inner = make_draft(capture, findings, bundle_id=None, escalation_id=None, **draft_kw)

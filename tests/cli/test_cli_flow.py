@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -84,6 +85,13 @@ def test_bundle_is_reproducible_and_draft_renders(run, tmp_path, host_tree):
     assert (tmp_path / "a.tar.gz").read_bytes() == (tmp_path / "b.tar.gz").read_bytes()
     with tarfile.open(tmp_path / "a.tar.gz") as tf:
         report = tf.extractfile("report.html").read().decode()
+        summary = json.loads(tf.extractfile("summary.json").read())
+        reproduce = tf.extractfile("reproduce.sh").read()
+        script = tf.extractfile("capture-script.sh").read()
+    assert any(f["component"] == "netdev:eth1" for f in summary["findings"])
+    for text in (reproduce, script):  # both are valid POSIX sh
+        assert subprocess.run(["sh", "-n"], input=text, capture_output=True).returncode == 0
+    assert b"fabricase collect" in reproduce and b"localhost" in reproduce
     # The HTML report names the finding the analysis made, with no reference outside the file.
     assert "netdev:eth1" in report and "link-down" in report and "http://" not in report
     draft = run.json("draft", str(cap), "--symptom", "busbw fell")

@@ -123,7 +123,7 @@ def bundle(source, out, provider, symptom, as_json):
     draft = make_draft(capture, findings, provider=provider, symptom=symptom,
                        severity=worst_severity(findings), placements=placements, bundle_id=None,
                        escalation_id=None)
-    b = build_bundle_for(capture, findings, draft, out, placements=placements, samples=samples)
+    b = build_bundle_for(capture, findings, draft, out, placements=placements, samples=samples, symptom=symptom)
     if as_json:
         emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size})
     else:
