@@ -54,6 +54,8 @@ __all__ = [
     "TopologySource",
     "analyze_capture",
     "build_bundle_for",
+    "desk_of",
+    "fit_draft",
     "collect",
     "default_via",
     "host_summaries",
@@ -435,6 +437,26 @@ def desk_of(provider: str) -> str:
     return provider if provider in DESK_LIMITS else "generic"
 
 
+# When a ticket body must be cut to a desk's length, what the provider's engineer must read even if nothing else
+# fits comes right after the summary: what we ask for, and the bundle that proves it.
+_KEEP_FIRST = ("requested action", "references")
+
+
+def fit_draft(draft: TicketDraft, desk: str) -> TicketDraft:
+    """The draft with its body fitted to the desk's length limit (bundler.fit.fit_body); unchanged when it fits.
+    The full text is always in the bundle's ticket.md."""
+    from fabricase.bundler.fit import fit_body, markdown_sections
+    from fabricase.bundler.limits import desk_limits
+
+    limit = desk_limits(desk).body_max_chars
+    if limit is None or len(draft.body) <= limit:
+        return draft
+    sections = markdown_sections(draft.body)
+    first = [sec for sec in sections[1:] if sec[0].strip().lower().startswith(_KEEP_FIRST)]
+    ordered = sections[:1] + first + [sec for sec in sections[1:] if sec not in first]
+    return dataclasses.replace(draft, body=fit_body(ordered, limit))
+
+
 def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDraft, out: Path, *,
                      placements: list[Placement] | None = None,
                      samples: dict[str, list[MetricSample]] | None = None, symptom: str = "") -> Bundle:
@@ -516,7 +538,8 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
                               **bundle_kw)
     tracker.add_event(esc.id, "bundle", f"bundle {bundle.bundle_id[:16]} built", {"path": str(bundle.path)})
     draft = make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=esc.id, **draft_kw)
-    result = provider.file_case(escalation_id=esc.id, draft=draft, bundle_path=bundle.path)
+    result = provider.file_case(escalation_id=esc.id, draft=fit_draft(draft, desk_of(provider_name)),
+                                bundle_path=bundle.path)
     location = Path(result.location)
     ticket = location / "ticket.md" if (location / "ticket.md").is_file() else location
     esc = tracker.mark_filed(esc.id, provider_case_id=result.case_id, raw_status=result.raw_status,
