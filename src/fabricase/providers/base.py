@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import abc
 import enum
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,7 +17,25 @@ from fabricase.config import Paths
 from fabricase.errors import UnsupportedError
 from fabricase.models import EscalationState, Placement, TicketDraft
 
-__all__ = ["FilingResult", "Feature", "Provider"]
+__all__ = [
+    "CaseComment", "CaseStatus", "CheckResult", "FaultyHostReport", "Feature", "FilingResult", "PlannedRequest",
+    "Provider", "attachment_ref", "case_marker",
+]  # fmt: skip
+
+
+def case_marker(escalation_id: str) -> str:
+    """The unique marker a filing puts in the case's subject (and body): after a crash or a timeout, the desk's
+    recent cases are searched for it before filing again, so nothing is filed twice."""
+    return f"[fabricase {escalation_id}]"
+
+
+def attachment_ref(path: Path) -> dict[str, Any]:
+    """An attachment as a dry run lists it: name, size and sha256, never its bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return {"name": path.name, "size": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
 class Feature(enum.StrEnum):
@@ -27,6 +46,58 @@ class Feature(enum.StrEnum):
     COMMENT = "comment"
     SYNC = "sync"  # read back a case's status
     RESOLVE = "resolve"
+    REOPEN = "reopen"
+    CHECK = "check"  # `fabricase providers check`: credentials, plan, permissions, without filing
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One API request that an action would send, as `--dry-run` prints it. payload: the request's parameters,
+    with every attachment replaced by attachment_ref (name, size, sha256)."""
+
+    service: str  # "support", "ec2", "cloudsupport", "Microsoft.Support", "zendesk", ...
+    operation: str  # the API's name for it: "CreateCase", "cases.create", "PUT supportTickets/{name}", ...
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"service": self.service, "operation": self.operation, "payload": self.payload}
+
+
+@dataclass(frozen=True)
+class CaseComment:
+    at: str  # ISO 8601, as the desk gave it
+    author: str
+    body: str
+    from_provider: bool  # True when the desk's people wrote it (waiting on us), False when we did
+
+
+@dataclass(frozen=True)
+class CaseStatus:
+    """A case as the desk sees it now: its raw status, the normalized state, and its comments, oldest first."""
+
+    case_id: str
+    raw_status: str
+    state: EscalationState
+    comments: tuple[CaseComment, ...] = ()
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One line of `fabricase providers check`: what was checked, whether it works, and what was seen."""
+
+    check: str  # "credentials", "support plan", "permission: support:CreateCase", ...
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class FaultyHostReport:
+    """What the provider's faulty-host channel said (AWS report_instance_status, GCP report_host_as_faulty,
+    Azure Guest Health Reporting)."""
+
+    channel: str
+    reference: str | None  # an operation or impact id, when the API returns one
+    raw_status: str
 
 
 @dataclass(frozen=True)
@@ -77,3 +148,47 @@ class Provider(abc.ABC):
     @abc.abstractmethod
     def resolve_case(self, case_id: str, note: str | None) -> None:
         """Tell the desk that the case is resolved."""
+
+    # Optional features: a provider that lacks one declares it in `unsupported`; these defaults then refuse
+    # with the declared reason. A provider that has it overrides the method.
+
+    def plan_case(self, *, escalation_id: str, draft: TicketDraft, bundle_path: Path | None) -> list[PlannedRequest]:
+        """The requests file_case would send, in order, without sending any (`--dry-run`)."""
+        return [PlannedRequest(self.name, "file_case", {
+            "escalation_id": escalation_id, "title": draft.title, "body_chars": len(draft.body),
+            "attachments": [attachment_ref(Path(bundle_path))] if bundle_path is not None else [],
+        })]
+
+    def find_case(self, escalation_id: str) -> FilingResult | None:
+        """The case this escalation already opened (found by case_marker among the desk's recent cases), or
+        None: how a filing interrupted by a crash or a timeout is reconciled before trying again."""
+        self.require(Feature.SYNC)
+        raise NotImplementedError(f"{self.name}: find_case")
+
+    def attach(self, case_id: str, files: list[Path], note: str) -> None:
+        """Add files to the case, with a note, through the desk's upload path."""
+        self.require(Feature.ATTACH)
+        raise NotImplementedError(f"{self.name}: attach")
+
+    def comment(self, case_id: str, text: str) -> None:
+        self.require(Feature.COMMENT)
+        raise NotImplementedError(f"{self.name}: comment")
+
+    def case_status(self, case_id: str) -> CaseStatus:
+        """The case's status and comments as the desk has them now (`fabricase sync`)."""
+        self.require(Feature.SYNC)
+        raise NotImplementedError(f"{self.name}: case_status")
+
+    def reopen_case(self, case_id: str, note: str) -> None:
+        self.require(Feature.REOPEN)
+        raise NotImplementedError(f"{self.name}: reopen_case")
+
+    def report_faulty_host(self, placement: Placement, findings: list[Any]) -> FaultyHostReport:
+        """Tell the provider, through its faulty-host channel, that this host is bad, with the findings as reason."""
+        self.require(Feature.FAULTY_HOST_REPORT)
+        raise NotImplementedError(f"{self.name}: report_faulty_host")
+
+    def check(self) -> list[CheckResult]:
+        """What works for this provider here (credentials found, support plan, permissions), filing nothing."""
+        self.require(Feature.CHECK)
+        raise NotImplementedError(f"{self.name}: check")
