@@ -25,13 +25,30 @@ def _create(tracker: Tracker, title: str = "lossy link"):
     return tracker.create(provider="static", title=title, symptom="s", severity="minor", hosts=[], components=[])
 
 
+ALL = [(1, "v1_initial"), (2, "v2_pseudonym_keys")]
+
+
 def test_migrations_run_once_and_are_recorded(db_url, db_path):
     Tracker(db_url).close()
-    assert _versions(db_path) == [(1, "v1_initial")]
-    assert {"escalations", "escalation_hosts", "escalation_components", "events"} <= _tables(db_path)
+    assert _versions(db_path) == ALL
+    assert {"escalations", "escalation_hosts", "escalation_components", "events", "pseudonym_keys"} <= _tables(db_path)
     Tracker(db_url).close()
     Tracker(db_url).close()
-    assert _versions(db_path) == [(1, "v1_initial")]
+    assert _versions(db_path) == ALL
+
+
+def test_a_version_1_database_keeps_its_escalations_and_gains_pseudonym_keys(db_url, db_path, monkeypatch):
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+    with Tracker(db_url) as t:
+        _create(t, "before the upgrade")
+    monkeypatch.undo()
+    with Tracker(db_url) as t:
+        assert [e.title for e in t.list()] == ["before the upgrade"]
+        key = t.pseudonym_key("FC-1")
+        assert len(key) == 32 and t.pseudonym_key("FC-1") == key and t.pseudonym_key("FC-2") != key
+    with Tracker(db_url) as again:
+        assert again.pseudonym_key("FC-1") == key  # kept: pseudonyms stay the same across attachments
+    assert _versions(db_path) == ALL
 
 
 def test_reopening_keeps_data(db_url):
@@ -69,13 +86,13 @@ def test_a_pending_migration_runs_on_an_existing_database(db_url, db_path, monke
     with Tracker(db_url) as t:
         _create(t)
 
-    def _v2_add_note(conn: sa.Connection) -> None:
+    def _v3_add_note(conn: sa.Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE escalations ADD COLUMN note TEXT")
 
-    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, _v2_add_note])
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, _v3_add_note])
     with Tracker(db_url) as t:
         assert [e.id for e in t.list()] == ["FC-1"]
-    assert _versions(db_path) == [(1, "v1_initial"), (2, "v2_add_note")]
+    assert _versions(db_path) == [*ALL, (3, "v3_add_note")]
 
 
 def test_a_failed_migration_leaves_nothing_behind(db_url, db_path, monkeypatch):
@@ -91,7 +108,7 @@ def test_a_failed_migration_leaves_nothing_behind(db_url, db_path, monkeypatch):
 
     monkeypatch.undo()
     Tracker(db_url).close()
-    assert _versions(db_path) == [(1, "v1_initial")]
+    assert _versions(db_path) == ALL
 
 
 def test_a_newer_database_is_refused(db_url, db_path):

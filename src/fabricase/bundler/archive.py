@@ -4,6 +4,10 @@ A bundle is a PAX tar inside gzip. The same capture and extras give the same byt
 the same zlib, whenever and wherever they are built: members are sorted, owners, modes and times are
 pinned, and the gzip header carries the capture's time, never the wall clock. MANIFEST.json comes
 first and lists every other member with its size and sha256; its own sha256 is the bundle id.
+
+With a redactor, every member (capture files and extras) is redacted before it is hashed, so the manifest
+describes the redacted bytes; the redacted capture is written to a temporary folder beside the output (the
+capture directory is only read), and redaction.json, the counts, is added (docs/redaction.md).
 """
 
 from __future__ import annotations
@@ -21,10 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fabricase.errors import BundleError
 from fabricase.models import Bundle
+
+if TYPE_CHECKING:
+    from fabricase.redact import Redactor
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -55,8 +62,10 @@ class _Member:
     data: bytes | None = None  # an extra given in memory
 
 
-def build_bundle(capture_root: Path, out: Path, *, extra: dict[str, bytes], mtime: int) -> Bundle:
-    """Write the bundle for `capture_root` (plus top-level `extra` files) to `out`, atomically."""
+def build_bundle(capture_root: Path, out: Path, *, extra: dict[str, bytes], mtime: int,
+                 redactor: Redactor | None = None) -> Bundle:
+    """Write the bundle for `capture_root` (plus top-level `extra` files) to `out`, atomically; with a
+    redactor, of the redacted capture and extras, plus redaction.json (the redactor's counts start afresh)."""
     capture_root, out = Path(capture_root), Path(out)
     _check_mtime(mtime)
     if not capture_root.is_dir():
@@ -64,7 +73,32 @@ def build_bundle(capture_root: Path, out: Path, *, extra: dict[str, bytes], mtim
     if out.resolve().is_relative_to(capture_root.resolve()):
         # the half-written archive would end up bundling itself
         raise BundleError("the bundle cannot be written inside the capture directory", where=str(out))
-    members = sorted(_capture_members(capture_root) + _extra_members(extra), key=lambda m: m.name)
+    extras = _extra_members(extra)
+    if redactor is None:
+        return _build(capture_root, out, extras, mtime)
+    from fabricase.redact import REDACTION_NAME, redaction_json
+    from fabricase.redact.capture import redact_capture
+
+    if REDACTION_NAME in extra:
+        raise BundleError("an extra member cannot be named like the redaction report", where=REDACTION_NAME)
+    files = [rel for rel, _ in _capture_files(capture_root)]
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        scratch = tempfile.TemporaryDirectory(prefix=f".{out.name}.", suffix=".redacting", dir=out.parent)
+    except OSError as exc:
+        raise BundleError(f"cannot write: {exc.strerror or exc}", where=str(out)) from exc
+    with scratch as tmp:
+        redactor.reset()
+        redacted_root = Path(tmp) / "capture"
+        redacted_root.mkdir()
+        redact_capture(capture_root, files, redacted_root, redactor, prefix=CAPTURE_PREFIX)
+        redacted = {m.name: redactor.redact(m.name, m.data or b"") for m in extras}
+        redacted[REDACTION_NAME] = redaction_json(redactor.report())
+        return _build(redacted_root, out, _extra_members(redacted), mtime)
+
+
+def _build(capture_root: Path, out: Path, extras: list[_Member], mtime: int) -> Bundle:
+    members = sorted(_capture_members(capture_root) + extras, key=lambda m: m.name)
     manifest = manifest_bytes(members, _capture_format_version(capture_root))
     _write_atomically(out, lambda fh: _write_archive(fh, manifest, members, mtime))
     return Bundle(
@@ -125,8 +159,10 @@ def _capture_format_version(capture_root: Path) -> int | None:
     return None if doc is None else doc.get("format_version")
 
 
-def _capture_members(capture_root: Path) -> list[_Member]:
-    members = []
+def _capture_files(capture_root: Path) -> list[tuple[str, Path]]:
+    """Every regular file under the capture, as (POSIX path relative to it, path), sorted; links, fifos and
+    devices are refused."""
+    files = []
     for dirpath, dirnames, filenames in os.walk(capture_root, onerror=_walk_error):
         dirnames.sort()
         for name in sorted(dirnames + filenames):
@@ -141,9 +177,15 @@ def _capture_members(capture_root: Path) -> list[_Member]:
                 continue
             if not stat.S_ISREG(mode):
                 raise BundleError("not a regular file", where=str(path))
-            rel = path.relative_to(capture_root).as_posix()
-            size, digest = _hash_file(path)
-            members.append(_Member(name=CAPTURE_PREFIX + rel, size=size, sha256=digest, source=path))
+            files.append((path.relative_to(capture_root).as_posix(), path))
+    return files
+
+
+def _capture_members(capture_root: Path) -> list[_Member]:
+    members = []
+    for rel, path in _capture_files(capture_root):
+        size, digest = _hash_file(path)
+        members.append(_Member(name=CAPTURE_PREFIX + rel, size=size, sha256=digest, source=path))
     return members
 
 

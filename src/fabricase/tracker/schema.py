@@ -22,6 +22,7 @@ __all__ = [
     "hosts",
     "metadata",
     "migrate",
+    "pseudonym_keys",
     "schema_version",
 ]
 
@@ -93,14 +94,36 @@ def _define_v1(md: sa.MetaData) -> list[sa.Table]:
 escalations, hosts, components, events = _define_v1(metadata)
 
 
+def _define_v2(md: sa.MetaData) -> list[sa.Table]:
+    """Version 2 adds one table: the HMAC keys that make pseudonyms consistent within one escalation (or one
+    capture bundled outside any escalation). Keys stay here, never in a bundle."""
+    keys = sa.Table(
+        "pseudonym_keys",
+        md,
+        sa.Column("scope", sa.Text, primary_key=True),  # an escalation id, or "capture:<absolute path>"
+        sa.Column("key", sa.Text, nullable=False),  # 32 random bytes, hex
+        sa.Column("created_at", sa.Text, nullable=False),
+    )
+    return [keys]
+
+
+(pseudonym_keys,) = _define_v2(metadata)
+
+
 def _v1_initial(conn: sa.Connection) -> None:
     md = sa.MetaData()
     for table in _define_v1(md):
         table.create(conn)
 
 
+def _v2_pseudonym_keys(conn: sa.Connection) -> None:
+    md = sa.MetaData()
+    for table in _define_v2(md):
+        table.create(conn)
+
+
 # Ordered: MIGRATIONS[i] brings the schema from version i to version i + 1. Append only.
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v1_initial]
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v1_initial, _v2_pseudonym_keys]
 
 
 def current_version(conn: sa.Connection) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -230,6 +231,28 @@ class Tracker:
     def resolve(self, esc_id: str, note: str | None = None) -> Escalation:
         """Mark resolved (a no-op on one already resolved)."""
         return self.set_state(esc_id, EscalationState.RESOLVED, note)
+
+    def pseudonym_key(self, scope: str) -> bytes:
+        """The HMAC key for pseudonyms in `scope` (an escalation id, or "capture:<path>"), made on first use:
+        the same host gets the same pseudonym in every attachment of one escalation, and only this tracker can
+        map it back."""
+        table = schema.pseudonym_keys
+        for _ in range(2):  # a concurrent first use inserts the same scope: the loser reads the winner's key
+            with db.guard("cannot read the pseudonym key", self.where), db.transaction(self._engine) as conn:
+                found = conn.execute(sa.select(table.c.key).where(table.c.scope == scope)).scalar()
+            if found is not None:
+                return bytes.fromhex(found)
+            try:
+                with self._write("cannot store the pseudonym key") as conn:
+                    row = dict(scope=scope, key=secrets.token_hex(32), created_at=self._stamp())
+                    conn.execute(table.insert().values(**row))
+            except TrackerError:
+                continue
+        with db.guard("cannot read the pseudonym key", self.where), db.transaction(self._engine) as conn:
+            found = conn.execute(sa.select(table.c.key).where(table.c.scope == scope)).scalar()
+        if found is None:
+            raise TrackerError("no pseudonym key could be stored", where=scope)
+        return bytes.fromhex(found)
 
     def get(self, esc_id: str) -> Escalation:
         """One escalation with its history; accepts "FC-3", "fc-3" or "3"."""
