@@ -1,9 +1,12 @@
 """Render tickets and summaries from findings.
 
-Templates are package data (`ticket_<provider>.md.j2`, falling back to `ticket_generic.md.j2`, and
-`summary.md.j2`). The facts are put in order here (sorting, the host table, the requested action);
-the templates only lay them out, so a provider template can extend `ticket_generic.md.j2` and replace
-one block. StrictUndefined makes a misspelled variable an error instead of an empty ticket section.
+Templates are package data: `ticket_<desk>.md.j2` (aws, gcp, azure, jira, zendesk, email), falling back to
+`ticket_generic.md.j2`, and `summary.md.j2`. A template of the same name in `<config dir>/templates/` takes
+precedence; an override reaches the shipped template it replaces as `fabricase/<name>`. The facts are put in
+order here (sorting, the host facts, what was ruled out, the timeline, the desk's severity, the requested
+action); the templates only lay them out, so a desk's template extends `ticket_generic.md.j2` and replaces
+blocks. A ticket template's output is the subject on its first line, a blank line, then the body.
+StrictUndefined makes a misspelled variable an error instead of an empty ticket section.
 """
 
 from __future__ import annotations
@@ -12,28 +15,75 @@ import functools
 import math
 import re
 import textwrap
-from collections.abc import Iterable, Sequence
+import traceback
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from fabricase.models import Evidence, Finding, Placement, Severity, TicketDraft
+from fabricase.config import resolve_paths
+from fabricase.errors import ConfigError
+from fabricase.models import EscalationEvent, Evidence, Finding, Placement, Severity, TicketDraft
+from fabricase.templates.facts import host_facts, shared_components
+from fabricase.templates.ruled_out import ruled_out
+from fabricase.templates.severity import desk_severity
+from fabricase.templates.timeline import kernel_log_entries, timeline
 
-__all__ = ["environment", "format_evidence", "md_table", "render", "render_draft", "requested_action"]
+__all__ = [
+    "ACTIONS",
+    "MARKUPS",
+    "environment",
+    "format_evidence",
+    "lead_finding",
+    "md_table",
+    "render",
+    "render_draft",
+    "requested_action",
+    "ticket_template",
+    "user_template_dir",
+]
 
 TITLE_MAX = 120
 WIDTH = 100
-SUMMARY_CELL = 60  # a finding's summary in the compact table; the ticket has it in full
-_CABLE_KINDS = {"link-flap", "netdev-errors"}
+SUMMARY_CELL = 60  # a finding's summary in the compact table, at most; the ticket has it in full
+SUMMARY_MIN = 30
+PACKAGE_PREFIX = "fabricase"  # `{% extends "fabricase/ticket_aws.md.j2" %}` reaches the shipped template
 _OK = "ok"
+_JIRA_SPECIAL = re.compile(r"[\[\]{}]")  # links and macros in Jira wiki markup
 _GLUE = re.compile(r"\b(snapshot|baseline) (\S+)")
 
 
-@functools.cache
-def environment() -> jinja2.Environment:
-    """The shared Jinja2 environment, built on first use."""
+def user_template_dir(config_dir: Path | None = None) -> Path:
+    """`<config dir>/templates`: the user's overrides (XDG config, or FABRICASE_HOME)."""
+    return (config_dir or resolve_paths().config) / "templates"
+
+
+def environment(override_dir: Path | None = None) -> jinja2.Environment:
+    """The Jinja2 environment: templates in `override_dir` first, then the package's.
+
+    Built once per state of the override directory (names and mtimes), so that an override added, edited or
+    removed while the process runs is seen; the package's templates never change under it.
+    """
+    return _environment(override_dir, _listing(override_dir))
+
+
+def _listing(override_dir: Path | None) -> tuple:
+    if override_dir is None:
+        return ()
+    try:
+        files = (p for p in override_dir.rglob("*") if p.is_file())
+        return tuple(sorted((str(p.relative_to(override_dir)), p.stat().st_mtime_ns) for p in files))
+    except OSError:
+        return ()  # unreadable: the loader says so when a template is looked up
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(override_dir: Path | None, _listing: tuple) -> jinja2.Environment:
+    package = jinja2.PackageLoader("fabricase", "templates")
+    first = [jinja2.FileSystemLoader(str(override_dir))] if override_dir else []
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("fabricase", "templates"),
+        loader=jinja2.ChoiceLoader([*first, package, jinja2.PrefixLoader({PACKAGE_PREFIX: package})]),
         undefined=jinja2.StrictUndefined,
         autoescape=jinja2.select_autoescape(["html"]),
         keep_trailing_newline=True,
@@ -41,20 +91,50 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=format_number, evidence=format_evidence, wrap=wrap, hostlist=hostlist)
-    env.globals.update(md_table=md_table)
+    env.filters.update(num=format_number, evidence=format_evidence, wrap=wrap, hostlist=hostlist, columns=columns,
+                       distinct=distinct, prose=prose, below_common=below_common)
+    env.globals.update(md_table=md_table, table=table, heading=heading)
     return env
 
 
-def render(name: str, **context: Any) -> str:
-    """Render one template by file name (e.g. `summary.md.j2`)."""
-    return environment().get_template(name).render(**context)
+def render(name: str, *, template_dir: Path | None = None, **context: Any) -> str:
+    """Render one template by file name (e.g. `summary.md.j2`), overrides in `template_dir` first (None: the
+    shipped templates only).
+
+    An error in an override (syntax, an unknown variable, an unreadable file) is a ConfigError naming the file
+    and line; in a shipped template it is a bug and propagates as is.
+    """
+    env = environment(template_dir)
+    try:
+        return env.get_template(name).render(**context)
+    except (jinja2.TemplateError, OSError) as exc:
+        where = _user_frame(exc, template_dir)
+        if where is None:
+            raise
+        message = getattr(exc, "message", None) or getattr(exc, "strerror", None) or str(exc)
+        raise ConfigError(f"template {name}: {' '.join(str(message).split())}", where=where) from exc
 
 
-def ticket_template(provider: str) -> str:
-    """`ticket_<provider>.md.j2` when the package ships one, else the generic ticket."""
+def _user_frame(exc: BaseException, template_dir: Path | None) -> str | None:
+    """`file:line` of the override the error came from, or None when it came from a shipped template."""
+    if template_dir is None:
+        return None
+    filename = getattr(exc, "filename", None)
+    if filename and Path(filename).is_relative_to(template_dir):
+        lineno = getattr(exc, "lineno", None)
+        return f"{filename}:{lineno}" if lineno else str(filename)
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if Path(frame.filename).is_relative_to(template_dir):
+            return f"{frame.filename}:{frame.lineno}"
+    return None
+
+
+def ticket_template(provider: str, template_dir: Path | None = None) -> str:
+    """`ticket_<provider>.md.j2` when an override (default `<config dir>/templates`) or the package has one,
+    else the generic ticket."""
     name = f"ticket_{provider}.md.j2"
-    return name if name in environment().list_templates() else "ticket_generic.md.j2"
+    env = environment(template_dir or user_template_dir())
+    return name if name in env.list_templates() else "ticket_generic.md.j2"
 
 
 def render_draft(
@@ -68,43 +148,86 @@ def render_draft(
     bundle_id: str | None,
     capture_created_at: str,
     escalation_id: str | None,
+    checks: Mapping[str, Collection[str]] | None = None,
+    kernel_logs: Mapping[str, str | None] | None = None,
+    events: Sequence[EscalationEvent] = (),
+    max_level: str | None = None,
+    support_plan: str | None = None,
+    severity_overrides: Mapping[str, str] | None = None,
+    template_dir: Path | None = None,
 ) -> TicketDraft:
-    """The ticket (title, body) and the Markdown summary for one escalation."""
+    """The ticket (title, body) and the Markdown summary for one escalation.
+
+    checks: per host, the checks its capture ran (`ruled_out.checks_run(capture.hosts)`), for "ruled out".
+    kernel_logs: host -> its captured kernel log, for the timeline's first and last errors (only hosts with
+    kernel-log findings are looked up). events: the escalation's history, for the timeline.
+    max_level, support_plan, severity_overrides: cap and adjust the desk's severity (`severity.desk_severity`).
+    template_dir: the user's overrides; default `<config dir>/templates`.
+    """
+    template_dir = template_dir or user_template_dir()
     ordered = sorted(findings, key=lambda f: f.sort_key)
     worst = ordered[0] if ordered else None
     captured = sorted(hosts, key=lambda h: h["host"])
     with_findings = {f.host for f in ordered if f.host}
     affected = sorted(with_findings)
     title_hosts = affected or [h["host"] for h in captured]
+    status = {h["host"]: h["status"] for h in captured}
+    where = {p.host: p for p in placements}
+    clear, not_run = ruled_out(checks, ordered) if checks is not None else ([], [])
+    kernel = kernel_log_entries(ordered, kernel_logs) if kernel_logs is not None else []
+    desk = desk_severity(provider, severity, max_level=max_level, plan=support_plan, overrides=severity_overrides)
     context = {
         "provider": provider,
+        "markup": "markdown",  # a desk's template sets its own: text, jira
+        "hosts_title": "Affected hosts",  # and names the hosts in its terms: instances, VMs
         "title": ticket_title(worst, symptom, len(title_hosts)),
         "one_line": _one_line(ordered, captured, symptom),
         "symptom": " ".join(symptom.split()),
+        "scope": _scope(ordered, len(captured)),
         "severity": str(severity),
+        "desk_severity": desk,
+        "severity_note": f"; capped from {desk.wanted} by the {desk.capped_by}" if desk.capped else "",
         "findings": ordered,
         "hosts": captured,
+        "affected": [host_facts(h, status.get(h), where.get(h)) for h in affected],
         "affected_rows": _host_rows(affected, captured, placements),
+        "shared": shared_components(ordered, placements, status),
+        "facts": {p.host: host_facts(p.host, status.get(p.host), p) for p in placements},
         "identities": _identities(captured, with_findings),
         "ruled_out": [h["host"] for h in captured if h["host"] not in with_findings and h["status"] == _OK],
+        "ruled_out_checks": [c.text for c in clear],
+        "not_checked": [c.topic for c in not_run],
         "not_captured": [h for h in captured if h["host"] not in with_findings and h["status"] != _OK],
         "status_rows": _status_rows(captured),
         "finding_rows": _finding_rows(ordered),
-        "action": requested_action(worst),
+        "timeline": timeline(
+            capture_created_at=capture_created_at, hosts_captured=len(captured), kernel=kernel, events=events
+        ),
+        "action": requested_action(lead_finding(ordered)),
         "bundle_id": bundle_id,
         "capture_created_at": capture_created_at,
         "escalation_id": escalation_id,
     }
+    name = ticket_template(provider, template_dir)
+    subject, body = _split_subject(render(name, template_dir=template_dir, **context))
     return TicketDraft(
         provider=provider,
-        title=context["title"],
-        body=render(ticket_template(provider), **context),
+        title=_shorten(subject, TITLE_MAX) if subject else context["title"],
+        body=body,
         severity=severity,
         hosts=title_hosts,
         components=sorted({f.component for f in ordered}),
         bundle_id=bundle_id,
-        summary=render("summary.md.j2", **context),
+        summary=render("summary.md.j2", template_dir=template_dir, **context),
     )
+
+
+def _split_subject(text: str) -> tuple[str, str]:
+    """A ticket template writes the subject, a blank line, then the body."""
+    subject, sep, body = text.partition("\n\n")
+    if not sep or "\n" in subject.strip():
+        return "", text  # an override without a subject line: the whole output is the body
+    return " ".join(subject.split()), body
 
 
 def ticket_title(worst: Finding | None, symptom: str, n_hosts: int) -> str:
@@ -115,16 +238,38 @@ def ticket_title(worst: Finding | None, symptom: str, n_hosts: int) -> str:
     return head + _shorten(what, TITLE_MAX - len(head) - len(tail)) + tail
 
 
+_CABLE = "Inspect or replace the cable/transceiver on {where}."
+_HOST_REPAIR = "Repair or replace host {host}: {component} ({kind})."
+# finding kind -> what the provider is asked to do; any other kind: "Investigate <where> (<kind>)."
+ACTIONS: dict[str, str] = {
+    **dict.fromkeys(("link-flap", "netdev-errors", "phy-errors", "link-speed-downshift", "kernel-link-down",
+                     "rdma-link-flap", "rdma-symbol-errors", "rdma-speed-downshift", "rdma-port-down"), _CABLE),
+    **dict.fromkeys(("nvidia-xid", "gpu-memory-remap", "gpu-fabric-unhealthy", "nvlink-inactive", "nvlink-errors",
+                     "gpu-pcie-downgraded", "nvswitch-sxid", "nic-firmware-fault"), _HOST_REPAIR),
+    "host-unreachable": "Check host reachability of {host}.",
+    "shared-component-fault": "Investigate {component}, shared by the hosts with findings: its ports and the links "
+    "down to those hosts.",
+}
+
+
+def lead_finding(ordered: Sequence[Finding]) -> Finding | None:
+    """The finding the requested action is about: the worst, unless a shared component is as severe; then
+    several hosts point at it and it is the likelier single cause."""
+    if not ordered:
+        return None
+    shared = [f for f in ordered if f.kind == "shared-component-fault" and f.severity == ordered[0].severity]
+    return shared[0] if shared else ordered[0]
+
+
 def requested_action(worst: Finding | None) -> str:
-    """What the provider is asked to do, from the worst finding's kind."""
+    """What the provider is asked to do, from the kind of the worst finding (`lead_finding`) (`ACTIONS`)."""
     if worst is None:
         return "Investigate the fabric path of the hosts above; no single component was localized."
     where = f"{worst.component} of {worst.host}" if worst.host else worst.component
-    if worst.kind in _CABLE_KINDS:
-        return f"Inspect or replace the cable/transceiver on {where}."
-    if worst.kind == "host-unreachable":
-        return f"Check host reachability of {worst.host or worst.component}."
-    return f"Investigate {where} ({worst.kind})."
+    text = ACTIONS.get(worst.kind, "Investigate {where} ({kind}).")
+    if worst.host is None and "{host}" in text:
+        text = "Investigate {where} ({kind})."
+    return text.format(where=where, host=worst.host or worst.component, component=worst.component, kind=worst.kind)
 
 
 def format_number(value: Any) -> str:
@@ -188,6 +333,79 @@ def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def jira_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A table in Jira wiki markup: `||head||head||` then `|cell|cell|`."""
+    lines = ["||" + "||".join(_cell(c) for c in headers) + "||"]
+    lines += ["|" + "|".join(_JIRA_SPECIAL.sub(r"\\\g<0>", _cell(c)) for c in row) + "|" for row in rows]
+    return "\n".join(lines)
+
+
+def _text_heading(text: str) -> str:
+    return f"{text}\n{'-' * len(text)}"
+
+
+# markup -> (heading, table): Markdown for the clouds' consoles (it reads well raw), plain text for mail and
+# Zendesk comments, wiki markup for Jira.
+MARKUPS: dict[str, tuple[Any, Any]] = {
+    "markdown": (lambda text: f"## {text}", md_table),
+    "text": (_text_heading, md_table),
+    "jira": (lambda text: f"h2. {text}", jira_table),
+}
+
+
+def _markup(ctx: jinja2.runtime.Context) -> tuple[Any, Any]:
+    name = ctx.get("markup", "markdown")
+    if name not in MARKUPS:
+        raise jinja2.TemplateRuntimeError(f"unknown markup {name!r}; valid: {', '.join(MARKUPS)}")
+    return MARKUPS[name]
+
+
+@jinja2.pass_context
+def heading(ctx: jinja2.runtime.Context, text: str) -> str:
+    """A section heading in the template's `markup`."""
+    return _markup(ctx)[0](text)
+
+
+@jinja2.pass_context
+def table(ctx: jinja2.runtime.Context, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A table in the template's `markup`."""
+    return _markup(ctx)[1](headers, rows)
+
+
+@jinja2.pass_context
+def prose(ctx: jinja2.runtime.Context, text: str) -> str:
+    """Running text of a section. Jira gets it preformatted: ids, `[severity]` tags and counter names such as
+    `rx_crc_errors` would otherwise turn into links and emphasis; the lines are already wrapped to 100."""
+    if _markup(ctx) is not MARKUPS["jira"]:
+        return text
+    body = text.rstrip("\n").replace("{noformat}", "{ noformat}")
+    return "{noformat}\n" + body + "\n{noformat}" + "\n" * (len(text) - len(text.rstrip("\n")))
+
+
+def columns(rows: Iterable[Mapping[str, Any]], *keys: str) -> list[list[Any]]:
+    """Table rows from fact dicts: `affected | columns("host", "instance_id", "zone")`."""
+    return [[row[k] for k in keys] for row in rows]
+
+
+def below_common(rows: Iterable[Mapping[str, Any]], key: str) -> tuple[str, list[dict[str, Any]]]:
+    """(the path segments all rows share at the top of `key`, the rows with those segments cut off). At least the
+    last segment of each row stays: `{% set head, rows = affected | below_common("network_nodes") %}`."""
+    rows = [dict(r) for r in rows]
+    paths = [str(r[key]).split(" > ") if r[key] else [] for r in rows]
+    depth = min((len(p) - 1 for p in paths), default=0)
+    n = 0
+    while n < depth and len({tuple(p[: n + 1]) for p in paths}) == 1:
+        n += 1
+    for r, p in zip(rows, paths, strict=True):
+        r[key] = " > ".join(p[n:]) or None
+    return " > ".join(paths[0][:n]) if n else "", rows
+
+
+def distinct(rows: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
+    """The known values of one fact across rows, sorted: `affected | distinct("instance_type")`."""
+    return sorted({row[key] for row in rows if row[key] not in (None, "")}, key=str)
+
+
 def _cell(value: Any) -> str:
     text = " ".join(format_number(value).split()) if value is not None else "-"
     return (text or "-").replace("|", "\\|")
@@ -208,6 +426,21 @@ def _one_line(ordered: list[Finding], captured: list[dict], symptom: str) -> str
     )
 
 
+def _scope(ordered: list[Finding], n_captured: int) -> str:
+    """How many of the captured hosts have findings, and which shared components: one sentence, or ""."""
+    if not ordered:
+        return ""  # the one-line summary already says so
+    affected = sorted({f.host for f in ordered if f.host})
+    shared = list(dict.fromkeys(f.component for f in ordered if f.host is None))
+    verb = "has" if len(affected) == 1 else "have"
+    text = f"{len(affected)} of {n_captured} captured host{'' if n_captured == 1 else 's'} {verb} findings"
+    if affected:
+        text += f" ({hostlist(affected)})"
+    if shared:
+        text += f"; shared component{'s' if len(shared) > 1 else ''} implicated: {', '.join(shared)}"
+    return text + "."
+
+
 def _host_rows(affected: list[str], captured: list[dict], placements: list[Placement]) -> list[list[Any]]:
     status = {h["host"]: h["status"] for h in captured}
     where = {p.host: p for p in placements}
@@ -220,10 +453,12 @@ def _host_rows(affected: list[str], captured: list[dict], placements: list[Place
 
 
 def _finding_rows(ordered: list[Finding]) -> list[list[Any]]:
-    return [
-        [i, str(f.severity), f.host or "shared", f.component, _shorten(f.summary, SUMMARY_CELL)]
-        for i, f in enumerate(ordered, 1)
-    ]
+    """The compact table's rows; the summary cell gets what the other columns leave of WIDTH (ids are never cut)."""
+    rows = [[i, str(f.severity), f.host or "shared", f.component] for i, f in enumerate(ordered, 1)]
+    headers = ["#", "severity", "host", "component"]
+    used = sum(max(len(str(c)) for c in col) + 3 for col in zip(headers, *rows, strict=True)) + 4
+    cell = max(SUMMARY_MIN, min(SUMMARY_CELL, WIDTH - used))
+    return [[*row, _shorten(f.summary, cell)] for row, f in zip(rows, ordered, strict=True)]
 
 
 def _shorten(text: str, limit: int) -> str:

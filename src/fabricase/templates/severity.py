@@ -1,0 +1,179 @@
+"""A finding's severity in each desk's own scale: AWS severityCode, GCP priority, Azure severity, Jira and
+Zendesk priority. Pure: an explicit registry and two small functions.
+
+fabricase decides how bad the fault is (`critical|major|minor|info`, the worst finding); the desk's scale is
+only a translation, capped where the account's support plan cannot file the level (AWS `critical` needs
+Enterprise On-Ramp or Enterprise; Azure `highestcriticalimpact` is for Premium customers). Sources:
+../shared/reference/cloud-apis.md sections 1.1 (AWS `describe_severity_levels`), 2.2 (GCP `Case.priority`),
+3.2 (Azure `SupportTicketDetails.severity`), 4 (Zendesk `ticket.priority`); Jira: the default priority scheme
+of Jira Cloud.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fabricase.errors import ConfigError
+from fabricase.models import Severity
+
+__all__ = ["SCALES", "DeskSeverity", "Level", "Scale", "desk_severity", "plan_max_level", "scale_for"]
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of a desk's scale: `code` as the API takes it, `label` as the desk's people say it, and the
+    support plans that may file it (None: any plan that can file at all)."""
+
+    code: str
+    label: str
+    plans: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class Scale:
+    desk: str
+    field: str  # the API field the code goes in
+    levels: tuple[Level, ...]  # lowest first
+    default: Mapping[Severity, str]  # fabricase severity -> level code
+
+    def level(self, code: str) -> Level:
+        for lv in self.levels:
+            if lv.code == code:
+                return lv
+        valid = ", ".join(lv.code for lv in self.levels)
+        raise ConfigError(f"{self.desk} {self.field} {code!r} is not a level; valid: {valid}")
+
+    def rank(self, code: str) -> int:
+        return self.levels.index(self.level(code))
+
+
+_AWS_TOP_PLANS = frozenset({"enterprise-on-ramp", "enterprise", "unified-operations"})
+
+SCALES: dict[str, Scale] = {
+    "aws": Scale(
+        "aws",
+        "severityCode",
+        (
+            Level("low", "General guidance"),
+            Level("normal", "System impaired"),
+            Level("high", "Production system impaired"),
+            Level("urgent", "Production system down"),
+            Level("critical", "Business-critical system down", plans=_AWS_TOP_PLANS),
+        ),
+        {Severity.CRITICAL: "critical", Severity.MAJOR: "high", Severity.MINOR: "normal", Severity.INFO: "low"},
+    ),
+    "gcp": Scale(
+        "gcp",
+        "priority",
+        (
+            Level("P4", "General questions"),
+            Level("P3", "Medium impact"),
+            Level("P2", "Severe impact: service greatly impaired"),
+            Level("P1", "Critical impact: service unusable in production"),
+            Level("P0", "Extreme impact: hard down"),
+        ),
+        # P0 is for a whole service hard down; one job's bad host or switch is P1 at worst.
+        {Severity.CRITICAL: "P1", Severity.MAJOR: "P2", Severity.MINOR: "P3", Severity.INFO: "P4"},
+    ),
+    "azure": Scale(
+        "azure",
+        "severity",
+        (
+            Level("minimal", "Severity C: minimal business impact"),
+            Level("moderate", "Severity B: moderate business impact"),
+            Level("critical", "Severity A: critical business impact"),
+            Level("highestcriticalimpact", "Severity A: highest critical impact", plans=frozenset({"premium"})),
+        ),
+        {
+            Severity.CRITICAL: "critical",
+            Severity.MAJOR: "moderate",
+            Severity.MINOR: "minimal",
+            Severity.INFO: "minimal",
+        },
+    ),
+    "jira": Scale(
+        "jira",
+        "priority",
+        tuple(Level(name, name) for name in ("Lowest", "Low", "Medium", "High", "Highest")),
+        {Severity.CRITICAL: "Highest", Severity.MAJOR: "High", Severity.MINOR: "Medium", Severity.INFO: "Low"},
+    ),
+    "zendesk": Scale(
+        "zendesk",
+        "priority",
+        tuple(Level(name, name) for name in ("low", "normal", "high", "urgent")),
+        {Severity.CRITICAL: "urgent", Severity.MAJOR: "high", Severity.MINOR: "normal", Severity.INFO: "low"},
+    ),
+    # Desks without a scale of their own (email, the outbox, the generic ticket) say fabricase's.
+    "generic": Scale(
+        "generic",
+        "severity",
+        tuple(Level(s.value, s.value) for s in (Severity.INFO, Severity.MINOR, Severity.MAJOR, Severity.CRITICAL)),
+        {s: s.value for s in Severity},
+    ),
+}
+
+
+@dataclass(frozen=True)
+class DeskSeverity:
+    """The level to file at. `wanted` is the mapped level before any cap; `capped_by` says why it differs."""
+
+    desk: str
+    field: str
+    code: str
+    label: str
+    severity: Severity
+    wanted: str
+    capped_by: str | None = None
+
+    @property
+    def capped(self) -> bool:
+        return self.code != self.wanted
+
+
+def scale_for(desk: str) -> Scale:
+    """The desk's scale; desks without one use fabricase's own (`generic`)."""
+    return SCALES.get(desk, SCALES["generic"])
+
+
+def plan_max_level(desk: str, plan: str) -> str:
+    """The highest level a support plan may file at (plan names lower-case, words joined by `-`)."""
+    scale = scale_for(desk)
+    allowed = [lv.code for lv in scale.levels if lv.plans is None or plan in lv.plans]
+    return allowed[-1]
+
+
+def desk_severity(
+    desk: str,
+    severity: Severity | str,
+    *,
+    max_level: str | None = None,
+    plan: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> DeskSeverity:
+    """Map a fabricase severity to the desk's level, then cap it at `max_level` and at what `plan` allows.
+
+    `overrides` replaces the default mapping for some severities (`{"major": "urgent"}`). A level or severity
+    that is not on the scale is a ConfigError listing the valid ones.
+    """
+    try:
+        severity = Severity(severity)
+    except ValueError:
+        raise ConfigError(f"unknown severity {severity!r}; valid: {', '.join(s.value for s in Severity)}") from None
+    scale = scale_for(desk)
+    mapping = dict(scale.default)
+    for name, code in (overrides or {}).items():
+        try:
+            mapping[Severity(name)] = scale.level(code).code
+        except ValueError:
+            valid = ", ".join(s.value for s in Severity)
+            raise ConfigError(f"severity mapping: unknown severity {name!r}; valid: {valid}") from None
+    wanted = mapping[severity]
+    code, capped_by = wanted, None
+    caps = [(max_level, f"max_level {max_level}")] if max_level else []
+    if plan:
+        caps.append((plan_max_level(desk, plan), f"{plan} support plan"))
+    for cap, why in caps:
+        if scale.rank(cap) < scale.rank(code):
+            code, capped_by = cap, why
+    return DeskSeverity(scale.desk, scale.field, code, scale.level(code).label, severity, wanted, capped_by)
