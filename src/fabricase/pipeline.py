@@ -11,11 +11,12 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from fabricase.capturedir import (
     PLACEMENTS_FILE,
@@ -38,6 +39,7 @@ from fabricase.models import (
     Bundle,
     Capture,
     Escalation,
+    EscalationEvent,
     Finding,
     HostStatus,
     MetricSample,
@@ -46,6 +48,9 @@ from fabricase.models import (
     TicketDraft,
 )
 from fabricase.targets import Targets
+
+if TYPE_CHECKING:
+    from fabricase.redact import Redactor
 from fabricase.transports import HostRun, Transport, get_transport, is_local_name
 
 __all__ = [
@@ -54,6 +59,9 @@ __all__ = [
     "TopologySource",
     "analyze_capture",
     "build_bundle_for",
+    "bundle_scope",
+    "make_redactor",
+    "redact_draft",
     "desk_of",
     "fit_draft",
     "collect",
@@ -407,14 +415,40 @@ def worst_severity(findings: list[Finding]) -> Severity:
     return ranked[0] if ranked else Severity.MINOR
 
 
+class _KernelLogs(Mapping[str, str | None]):
+    """host -> its captured kernel log, read only when the timeline asks for that host."""
+
+    def __init__(self, capture: Capture) -> None:
+        self._hosts = {hc.host: hc for hc in capture.hosts}
+
+    def __getitem__(self, host: str) -> str | None:
+        hc = self._hosts[host]
+        try:
+            return hc.text("cmd:kernel-log")
+        finally:
+            hc.release()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._hosts)
+
+    def __len__(self) -> int:
+        return len(self._hosts)
+
+
 def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symptom: str,
                severity: Severity, placements: list[Placement], bundle_id: str | None,
-               escalation_id: str | None) -> TicketDraft:
+               escalation_id: str | None, checks: Mapping[str, Any] | None = None,
+               events: Sequence[EscalationEvent] = ()) -> TicketDraft:
+    """The ticket for the provider's desk: what was found, where, since when, what was ruled out (`checks`:
+    templates.ruled_out.checks_run(capture.hosts), computed here when not given) and what we ask for."""
     from fabricase.templates import render_draft
+    from fabricase.templates.ruled_out import checks_run
 
     return render_draft(provider=provider, symptom=symptom, severity=severity, findings=findings,
                         hosts=host_summaries(capture), placements=placements, bundle_id=bundle_id,
-                        capture_created_at=capture.created_at, escalation_id=escalation_id)
+                        capture_created_at=capture.created_at, escalation_id=escalation_id,
+                        checks=checks if checks is not None else checks_run(capture.hosts),
+                        kernel_logs=_KernelLogs(capture), events=events)
 
 
 def _epoch(created_at: str) -> int:
@@ -457,9 +491,34 @@ def fit_draft(draft: TicketDraft, desk: str) -> TicketDraft:
     return dataclasses.replace(draft, body=fit_body(ordered, limit))
 
 
+def make_redactor(capture: Capture, *, pseudonymize: bool = False, key: bytes | None = None) -> Redactor:
+    """Secrets are always redacted; host names, addresses, MACs, GUIDs and users too when `pseudonymize`, with
+    pseudonyms under `key` (the tracker keeps one per escalation: Tracker.pseudonym_key)."""
+    from fabricase.redact import Redactor
+
+    return Redactor(pseudonymize=pseudonymize, key=key, hosts=[hc.host for hc in capture.hosts])
+
+
+def redact_draft(draft: TicketDraft, redactor: Redactor) -> TicketDraft:
+    """The draft as the desk will see it: the same redaction as the bundle, so no secret reaches a ticket."""
+    return dataclasses.replace(
+        draft,
+        title=redactor.redact_text("ticket.md", draft.title),
+        body=redactor.redact_text("ticket.md", draft.body),
+        summary=redactor.redact_text("summary.md", draft.summary) if draft.summary else draft.summary,
+        hosts=[redactor.redact_text("hosts", h) for h in draft.hosts],
+    )
+
+
+def bundle_scope(capture: Capture) -> str:
+    """The pseudonym-key scope of a capture bundled outside any escalation."""
+    return f"capture:{Path(capture.root).resolve()}"
+
+
 def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDraft, out: Path, *,
                      placements: list[Placement] | None = None,
-                     samples: dict[str, list[MetricSample]] | None = None, symptom: str = "") -> Bundle:
+                     samples: dict[str, list[MetricSample]] | None = None, symptom: str = "",
+                     redactor: Redactor | None = None) -> Bundle:
     """The evidence bundle: the capture directory, findings, the ticket draft, the summaries (Markdown, and JSON
     fitted to the draft's desk), the HTML report (`samples`: what analyze_capture put in samples_out; without
     them the report reads the capture again), and reproduce.sh with the capture script it runs."""
@@ -482,7 +541,8 @@ def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDra
         "reproduce.sh": reproduce_script(capture).encode(),
         "capture-script.sh": capture_script(capture).encode(),
     }
-    return build_bundle(capture.root, out, extra=extra, mtime=_epoch(capture.created_at))
+    return build_bundle(capture.root, out, extra=extra, mtime=_epoch(capture.created_at),
+                        redactor=redactor or make_redactor(capture))
 
 
 @dataclass
@@ -498,7 +558,7 @@ class OpenResult:
 
 
 def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, symptom: str,
-                    severity: Severity | None, dry_run: bool = False) -> OpenResult:
+                    severity: Severity | None, dry_run: bool = False, pseudonymize: bool = False) -> OpenResult:
     """Analyze, locate, bundle, render, file and track one escalation for an existing capture."""
     from fabricase.providers import get_provider
     from fabricase.tracker.store import Tracker
@@ -516,14 +576,23 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     samples: dict[str, list[MetricSample]] = {}
     findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
     severity = severity or worst_severity(findings)
-    draft_kw = dict(provider=provider_name, symptom=symptom, severity=severity, placements=placements)
+    from fabricase.templates.ruled_out import checks_run
+
+    draft_kw = dict(provider=provider_name, symptom=symptom, severity=severity, placements=placements,
+                    checks=checks_run(capture.hosts))
     bundle_kw = dict(placements=placements, samples=samples, symptom=symptom)
 
     if dry_run:
+        key = None
+        if pseudonymize:
+            with Tracker.open(paths) as keys:
+                key = keys.pseudonym_key(bundle_scope(capture))
+        redactor = make_redactor(capture, pseudonymize=pseudonymize, key=key)
         inner = make_draft(capture, findings, bundle_id=None, escalation_id=None, **draft_kw)
         bundle_path = paths.bundles / f"dry-run-{capture.root.name}.tar.gz"
-        bundle = build_bundle_for(capture, findings, inner, bundle_path, **bundle_kw)
-        draft = make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=None, **draft_kw)
+        bundle = build_bundle_for(capture, findings, inner, bundle_path, redactor=redactor, **bundle_kw)
+        draft = redact_draft(make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=None,
+                                        **draft_kw), redactor)
         ticket = bundle_path.with_suffix("").with_suffix(".ticket.md")
         ticket.write_text(draft.title + "\n\n" + draft.body)
         return OpenResult(capture, findings, bundle, draft, None, ticket, placements=placements)
@@ -533,11 +602,14 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     components = sorted({(f.host, f.component) for f in findings}, key=lambda hc: (hc[0] or "", hc[1]))
     esc = tracker.create(provider=provider_name, title=symptom[:120], symptom=symptom, severity=severity,
                          hosts=hosts, components=components)
+    redactor = make_redactor(capture, pseudonymize=pseudonymize,
+                             key=tracker.pseudonym_key(esc.id) if pseudonymize else None)
     inner = make_draft(capture, findings, bundle_id=None, escalation_id=esc.id, **draft_kw)
     bundle = build_bundle_for(capture, findings, inner, paths.bundles / f"{esc.id}-{capture.root.name}.tar.gz",
-                              **bundle_kw)
+                              redactor=redactor, **bundle_kw)
     tracker.add_event(esc.id, "bundle", f"bundle {bundle.bundle_id[:16]} built", {"path": str(bundle.path)})
-    draft = make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=esc.id, **draft_kw)
+    draft = redact_draft(make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=esc.id,
+                                    **draft_kw), redactor)
     result = provider.file_case(escalation_id=esc.id, draft=fit_draft(draft, desk_of(provider_name)),
                                 bundle_path=bundle.path)
     location = Path(result.location)

@@ -35,6 +35,12 @@ def _placements(capture, source: str, inventory: Path | None):
         raise
 
 
+_pseudonymize_option = click.option(
+    "--pseudonymize", is_flag=True,
+    help="Also replace host names, IP addresses, MACs, InfiniBand GUIDs/GIDs and user names with consistent "
+         "pseudonyms (instance ids and provider topology ids are kept). Secrets are always redacted.")
+
+
 @cli.command()
 @target_options
 @click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path), default=None,
@@ -111,10 +117,23 @@ def analyze(source, inventory, as_json):
 @click.option("--provider", type=_PROVIDERS, default="static", show_default=True,
               help="Whose ticket template goes into the bundle.")
 @click.option("--symptom", default="(not given)", help="What the workload saw.")
+@_pseudonymize_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def bundle(source, out, provider, symptom, as_json):
-    """Build a deterministic evidence bundle from a capture directory."""
-    from fabricase.pipeline import analyze_capture, build_bundle_for, make_draft, topology_of, worst_severity
+def bundle(source, out, provider, symptom, pseudonymize, as_json):
+    """Build a deterministic evidence bundle from a capture directory (secrets redacted; see --pseudonymize).
+
+    The same capture and options give the same bytes; with --pseudonymize, the pseudonym key is kept by the
+    tracker for this capture, so rebuilding gives the same bytes too."""
+    from fabricase.pipeline import (
+        analyze_capture,
+        build_bundle_for,
+        bundle_scope,
+        make_draft,
+        make_redactor,
+        topology_of,
+        worst_severity,
+    )
+    from fabricase.tracker.store import Tracker
 
     capture = _load(source)
     placements, _ = _placements(capture, source, None)
@@ -123,7 +142,12 @@ def bundle(source, out, provider, symptom, as_json):
     draft = make_draft(capture, findings, provider=provider, symptom=symptom,
                        severity=worst_severity(findings), placements=placements, bundle_id=None,
                        escalation_id=None)
-    b = build_bundle_for(capture, findings, draft, out, placements=placements, samples=samples, symptom=symptom)
+    key = None
+    if pseudonymize:
+        with Tracker.open(paths()) as keys:
+            key = keys.pseudonym_key(bundle_scope(capture))
+    b = build_bundle_for(capture, findings, draft, out, placements=placements, samples=samples, symptom=symptom,
+                         redactor=make_redactor(capture, pseudonymize=pseudonymize, key=key))
     if as_json:
         emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size})
     else:
@@ -183,8 +207,9 @@ def draft(source, provider, symptom, severity, as_json):
               help="Where to file (static: a local outbox).")
 @click.option("--severity", type=_SEVERITIES, default=None, help="Override the severity from the findings.")
 @click.option("--dry-run", is_flag=True, help="Capture, analyze, bundle and draft; file and track nothing.")
+@_pseudonymize_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def open_(symptom, provider, severity, dry_run, as_json, **target):
+def open_(symptom, provider, severity, dry_run, pseudonymize, as_json, **target):
     """Capture, analyze, bundle, draft, file and track one escalation."""
     from fabricase.pipeline import open_escalation
 
@@ -192,7 +217,8 @@ def open_(symptom, provider, severity, dry_run, as_json, **target):
     if not any(h.status == HostStatus.OK for h in capture.hosts) and not as_json:
         err_console.print("warning: no host was captured; the ticket will say so", style="yellow")
     result = open_escalation(capture, paths(), provider_name=provider, symptom=symptom,
-                             severity=Severity(severity) if severity else None, dry_run=dry_run)
+                             severity=Severity(severity) if severity else None, dry_run=dry_run,
+                             pseudonymize=pseudonymize)
     esc = result.escalation
     if as_json:
         emit_json({
