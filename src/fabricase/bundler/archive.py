@@ -99,7 +99,7 @@ def build_bundle(capture_root: Path, out: Path, *, extra: dict[str, bytes], mtim
 
 def _build(capture_root: Path, out: Path, extras: list[_Member], mtime: int) -> Bundle:
     members = sorted(_capture_members(capture_root) + extras, key=lambda m: m.name)
-    manifest = manifest_bytes(members, _capture_format_version(capture_root))
+    manifest = manifest_bytes(members, _capture_format_version(capture_root), capture_record(capture_root))
     _write_atomically(out, lambda fh: _write_archive(fh, manifest, members, mtime))
     return Bundle(
         path=out,
@@ -109,8 +109,11 @@ def _build(capture_root: Path, out: Path, extras: list[_Member], mtime: int) -> 
     )
 
 
-def manifest_bytes(members: list[Any], capture_format_version: int | None) -> bytes:
-    """The MANIFEST.json bytes for members (anything with name, size, sha256), sorted by name."""
+def manifest_bytes(members: list[Any], capture_format_version: int | None,
+                   capture: dict[str, Any] | None = None) -> bytes:
+    """The MANIFEST.json bytes for members (anything with name, size, sha256), sorted by name; `capture`: what
+    the capture ran (capture_record), so a reader sees which collectors and commands, and how each ended,
+    without unpacking anything."""
     listing = [{"path": m.name, "size": m.size, "sha256": m.sha256} for m in sorted(members, key=lambda m: m.name)]
     doc = {
         "format": BUNDLE_FORMAT,
@@ -118,7 +121,32 @@ def manifest_bytes(members: list[Any], capture_format_version: int | None) -> by
         "capture_format_version": capture_format_version,
         "members": listing,
     }
+    if capture is not None:
+        doc["capture"] = capture
     return (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode("utf-8")
+
+
+def capture_record(capture_root: Path) -> dict[str, Any] | None:
+    """The collectors with their versions, and every command of every host with its exit code and whether its
+    output was truncated, read from the capture's records. Wall-clock durations are left out on purpose: they
+    stay in the capture's own index, so the manifest says only what the evidence is."""
+    meta = _capture_json(capture_root)
+    if meta is None:
+        return None
+    commands: dict[str, list[dict[str, Any]]] = {}
+    hosts_dir = capture_root / "hosts"
+    for index_path in sorted(hosts_dir.glob("*/index.json")) if hosts_dir.is_dir() else []:
+        try:
+            items = json.loads(index_path.read_text()).get("items", [])
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"unreadable index ({exc})", where=str(index_path)) from exc
+        host = index_path.parent.name
+        ran = [{"command": it.get("source"), "snapshot": it.get("snapshot"), "rc": it.get("rc"),
+                "truncated": bool(it.get("truncated"))}
+               for it in items if isinstance(it, dict) and it.get("kind") == "command"]
+        if ran:
+            commands[host] = sorted(ran, key=lambda c: (str(c["command"]), c["snapshot"] or 0))
+    return {"collectors": meta.get("collectors", {}), "commands": commands}
 
 
 def capture_mtime(capture_root: Path) -> int:
