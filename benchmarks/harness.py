@@ -6,9 +6,15 @@ Each scenario is a fleet of N hosts x 8 RDMA ports (InfiniBand, 400 Gb/s), two c
   symbol errors, receive errors or ACK timeouts, as real fleets always have;
 - counter resets on a few ports (the second reading is lower);
 - 8 GPUs x 6 NVLinks per host (`nvidia-smi nvlink -e`, both snapshots) and a kernel log;
+- a dual-port ConnectX-7 on a RoCE (storage) fabric per host: `ethtool -S` of both ports in both snapshots, in
+  the real mlx5 layout (the port-level counters of the captured fixture, with PFC on the RoCE priority 3), with
+  RoCE traffic on busy ports, FEC-corrected bits, rare driver reloads (every counter restarts) and background
+  PFC pause: most ports paused well under 1% of the interval, a few 0.5-5%;
 - one injected fault, or none (a clean fleet): symbol errors on one port, a flapping link, a speed downshift,
-  an RDMA ACK-timeout burst, NVLink replay errors on one link, an Xid 79 or Xid 74 on one GPU, or a bad leaf
-  switch (raised symbol errors on several of the 16 hosts under it).
+  an RDMA ACK-timeout burst, NVLink replay errors on one link, an Xid 79 or Xid 74 on one GPU, a bad leaf
+  switch (raised symbol errors on several of the 16 hosts under it), or a PFC storm from one host (its RoCE
+  port sends pause frames on priority 3 for 35-100% of the interval; the other hosts under its leaf receive
+  1-6% pause as the congestion spreads).
 Placements (16 hosts per leaf switch) are written as the static provider's inventory in the capture's folder.
 
     python benchmarks/harness.py [--hosts 1024] [--per-kind 5] [--clean 20] [--out DIR] [--seed 1]
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import tempfile
 import time
@@ -40,9 +47,25 @@ HOSTS_PER_LEAF = 16
 COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_xmit_discards")
 HW = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err")
 KINDS = ("symbol-errors", "link-flap", "speed-downshift", "ack-timeouts", "nvlink-replay", "xid-79", "xid-74",
-         "bad-switch")
+         "bad-switch", "pfc-storm")
 GPUS, NVLINKS = 8, 6  # a reduced NVLink set per GPU (H100 has 18) keeps a 1,024-host scenario quick
 GPU_BUSES = ("19", "3b", "4c", "5d", "9b", "bb", "cb", "db")
+ETH_PORTS = ("ens1f0np0", "ens1f1np1")  # one dual-port ConnectX-7 per host on the RoCE (storage) fabric
+ETH_GBPS = 200
+ROCE_PRIO = 3
+MLX5_STATS = Path(__file__).parents[1] / "tests/fixtures/real/ethernet/ethtool-S_isc-ethq/ethtool-S_mlx5_core.txt"
+# Counters that move between the snapshots; every other line keeps the fixture's value (0 after a driver reload).
+_TRAFFIC = tuple(f"{d}_{what}" for d in ("rx", "tx") for what in (
+    "packets", "bytes", "vport_rdma_unicast_packets", "vport_rdma_unicast_bytes", "packets_phy", "bytes_phy",
+    f"prio{ROCE_PRIO}_packets", f"prio{ROCE_PRIO}_bytes"))
+_PFC = tuple(f"{d}_prio{ROCE_PRIO}_{what}" for d, what in (("rx", "pause"), ("rx", "pause_duration"), ("tx", "pause"),
+                                                           ("tx", "pause_duration"), ("rx", "pause_transition")))
+_STORM = ("tx_pause_storm_warning_events", "tx_pause_storm_error_events")
+_PHY = ("rx_bits_phy", "rx_corrected_bits_phy")
+_MARKED = f"rx_prio{ROCE_PRIO}_marked"
+# mlx5 prints either the link-level (global) pause counters or, with PFC on, the per-priority ones.
+_GLOBAL_PAUSE = ("rx_global_pause", "rx_global_pause_duration", "tx_global_pause", "tx_global_pause_duration",
+                 "rx_global_pause_transition")
 
 
 @dataclass
@@ -75,7 +98,122 @@ def _nvlink_errors(bumped: dict[tuple[int, int], int]) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _stream(ports: list[dict], nvlink: tuple[dict, dict] = ({}, {}), kernel_log: str = "") -> bytes:
+def _mlx5_templates() -> tuple[str, str]:
+    """`ethtool -S` of a ConnectX port as a format string over the moving counters: the fixture's port-level lines
+    in its order (per-queue lines such as rx0_packets or ch3_events are left out: the analysis skips them and they
+    would triple the text), PFC on the RoCE priority in place of global pause, rx_bits_phy (ConnectX-6 and later)
+    and ECN marks. Returned as is, and as after a driver reload (every other counter 0)."""
+    dynamic = {*_TRAFFIC, *_PFC, *_STORM, *_PHY, _MARKED}
+    lines: list[tuple[str, str | None]] = []
+    for line in MLX5_STATS.read_text().splitlines():
+        name, sep, value = line.strip().rpartition(": ")
+        if not sep or re.match(r"[a-z]+[0-9]+_", name):
+            continue
+        if name in _GLOBAL_PAUSE:
+            if name == _GLOBAL_PAUSE[0]:
+                lines += [(n, None) for n in (*_PFC, *_STORM)]
+            continue
+        lines.append((name, None if name in dynamic else value))
+        if name == "rx_corrected_bits_phy":
+            lines.append(("rx_bits_phy", None))
+        elif name == "tx_prio7_packets":
+            lines += [(f"rx_prio{ROCE_PRIO}_buf_discard", "0"), (f"rx_prio{ROCE_PRIO}_cong_discard", "0"),
+                      (_MARKED, None)]
+    head = "NIC statistics:\n"
+    live = head + "".join(f"     {n}: {{{n}}}\n" if v is None else f"     {n}: {v}\n" for n, v in lines)
+    reloaded = head + "".join(f"     {n}: {{{n}}}\n" if v is None else f"     {n}: 0\n" for n, v in lines)
+    return live, reloaded
+
+
+_MLX5_LIVE, _MLX5_RELOADED = _mlx5_templates()
+
+
+def _pfc_pair(v0_us: int, share: float, us_per_frame: float) -> tuple[int, int, int, int]:
+    """(pause frames, pause us) before and after an interval paused `share` of the time."""
+    paused = round(share * INTERVAL_S * 1e6)
+    return v0_us // 10, v0_us, v0_us // 10 + round(paused / us_per_frame), v0_us + paused
+
+
+def _roce_port(rng: random.Random, *, busy: bool, rx_share: float, tx_share: float, storm_events: int | None = None,
+               reload: bool = False) -> tuple[str, str]:
+    """Both snapshots' `ethtool -S` of one RoCE port. Pause shares are of the 5 s interval. storm_events: None for
+    a healthy port, else the pause-storm watchdog events of a NIC that cannot drain its receive buffers and pauses
+    the fabric: it refreshes its XOFF every ~84 us (half a 65,535-quanta pause at 200 Gb/s) and takes almost no
+    traffic in; background pause comes in short episodes of a few us."""
+    storming = storm_events is not None
+    up_us = round(rng.uniform(1, 60) * 86_400e6)
+    history = rng.gammavariate(0.5, 0.001)  # the long-run paused share behind the since-boot values
+    c0: dict[str, int] = {}
+    c1: dict[str, int] = {}
+    for direction in ("rx", "tx"):
+        gbps = rng.uniform(20, 160) if busy else 0.0
+        if direction == "rx" and storming:
+            gbps = rng.uniform(0, 2)
+        moved = round(gbps * 1e9 / 8 * INTERVAL_S)
+        total = rng.randrange(10**12, 10**15)
+        for kind in ("vport_rdma_unicast", f"prio{ROCE_PRIO}", "phy"):
+            b, p = f"{direction}_{kind}_bytes", f"{direction}_{kind}_packets"
+            if kind == "phy":
+                b, p = f"{direction}_bytes_phy", f"{direction}_packets_phy"
+            c0[b], c0[p] = total, total // 4150
+            c1[b], c1[p] = total + moved, (total + moved) // 4150
+        tcp = rng.randrange(10**9, 10**11)  # the netdev's own counters see only non-RDMA traffic
+        c0[f"{direction}_bytes"], c0[f"{direction}_packets"] = tcp, tcp // 900
+        c1[f"{direction}_bytes"], c1[f"{direction}_packets"] = tcp + 90_000, tcp // 900 + 100
+    bits = rng.randrange(10**15, 10**18)
+    corrected = round(bits * 10 ** rng.uniform(-9, -7))
+    c0["rx_bits_phy"], c1["rx_bits_phy"] = bits, bits + round(ETH_GBPS * 1e9 * INTERVAL_S)
+    c0["rx_corrected_bits_phy"] = corrected
+    c1["rx_corrected_bits_phy"] = corrected + round(ETH_GBPS * 1e9 * INTERVAL_S * 10 ** rng.uniform(-9, -7))
+    for direction, share, us_per_frame in (("rx", rx_share, rng.uniform(4, 16)),
+                                           ("tx", tx_share, 84.0 if storming else rng.uniform(4, 16))):
+        pfx = f"{direction}_prio{ROCE_PRIO}_pause"
+        f0, d0, f1, d1 = _pfc_pair(round(history * up_us * (1 if direction == "rx" else 0.3)), share,
+                                   us_per_frame)
+        c0[pfx], c0[f"{pfx}_duration"], c1[pfx], c1[f"{pfx}_duration"] = f0, d0, f1, d1
+    transitions = rng.uniform(0.3, 0.9)
+    c0[f"rx_prio{ROCE_PRIO}_pause_transition"] = round(c0[f"rx_prio{ROCE_PRIO}_pause"] * transitions)
+    c1[f"rx_prio{ROCE_PRIO}_pause_transition"] = round(c1[f"rx_prio{ROCE_PRIO}_pause"] * transitions)
+    past = rng.randrange(1, 4) if rng.random() < 0.01 else 0  # a storm long ago, still on the counter
+    c0["tx_pause_storm_warning_events"], c1["tx_pause_storm_warning_events"] = past, past + (storm_events or 0)
+    c0["tx_pause_storm_error_events"] = c1["tx_pause_storm_error_events"] = 0
+    c0[_MARKED] = c0[f"rx_prio{ROCE_PRIO}_packets"] // 5000
+    c1[_MARKED] = c0[_MARKED] + round((c1[f"rx_prio{ROCE_PRIO}_packets"] - c0[f"rx_prio{ROCE_PRIO}_packets"]) *
+                                      min(rx_share * 4, 0.5))
+    if reload:  # the driver reloaded during the interval: every counter restarted from 0
+        since = rng.random()
+        return _MLX5_LIVE.format_map(c0), _MLX5_RELOADED.format_map({k: round((c1[k] - c0[k]) * since) for k in c1})
+    return _MLX5_LIVE.format_map(c0), _MLX5_LIVE.format_map(c1)
+
+
+def _roce_ports(rng: random.Random, storm_port: int | None, spread_port: int | None) -> tuple[str, str]:
+    """One host's `ethtool -S` item text (`### <port>` sections) in snapshots 0 and 1. storm_port: the port
+    index pausing the fabric; spread_port: a port under the storming host's leaf, paused by the congestion."""
+    texts: tuple[list[str], list[str]] = ([], [])
+    for i, port in enumerate(ETH_PORTS):
+        busy = rng.random() < 0.7
+        rx_share = rng.gammavariate(0.5, 0.0005) if busy else 0.0
+        tx_share = rng.gammavariate(0.5, 0.0002) if busy else 0.0
+        if busy and rng.random() < 0.03:  # the moderate minority: incast-heavy jobs, a busy storage target
+            rx_share = rng.uniform(0.005, 0.05)
+        if busy and rng.random() < 0.01:
+            tx_share = rng.uniform(0.005, 0.04)
+        storm_events = None
+        if i == storm_port:
+            tx_share = rng.uniform(0.35, 1.0)
+            # the stall-prevention watchdog may or may not have fired within the 5 s
+            storm_events = rng.choice((0, 1, 1, 2))
+        elif i == spread_port and busy:  # the leaf pauses the ports whose traffic fills its buffers
+            rx_share = max(rx_share, rng.uniform(0.01, 0.06))
+        s0, s1 = _roce_port(rng, busy=busy or i == storm_port, rx_share=rx_share, tx_share=tx_share,
+                            storm_events=storm_events, reload=rng.random() < 0.002 and i != storm_port)
+        texts[0].append(f"### {port}\n{s0}")
+        texts[1].append(f"### {port}\n{s1}")
+    return "".join(texts[0]), "".join(texts[1])
+
+
+def _stream(ports: list[dict], nvlink: tuple[dict, dict] = ({}, {}), kernel_log: str = "",
+            ethtool: tuple[str, str] = ("", "")) -> bytes:
     out = [b"@@FC1 BEGIN 1 1\n"]
     for snap in (0, 1):
         up = 1000.0 + snap * INTERVAL_S
@@ -89,6 +227,8 @@ def _stream(ports: list[dict], nvlink: tuple[dict, dict] = ({}, {}), kernel_log:
             out.append(_item(snap, f"{base}/phys_state", "5: LinkUp\n"))
             out.append(_item(snap, f"{base}/rate", p["rate"] + "\n"))
         out.append(_cmd(snap, "nvlink-errors", "nvidia", _nvlink_errors(nvlink[snap])))
+        if ethtool[snap]:
+            out.append(_cmd(snap, "ethtool-stats", "ethtool", ethtool[snap]))
         out.append(f"@@FC1 E {snap} {1.8e9 + snap * INTERVAL_S} {up + 0.05}\n".encode())
     for p in ports:
         out.append(_item(0, f"/sys/class/infiniband/{p['dev']}/ports/1/link_layer", "InfiniBand\n"))
@@ -131,7 +271,9 @@ def _poisson(rng: random.Random, mu: float) -> int:
 
 def build(scenario: Scenario, root: Path, seed: int) -> None:
     rng = random.Random(f"{seed}:{scenario.name}")
-    plan = CapturePlan(collectors=tuple(select_collectors(["rdma"])), interval_s=INTERVAL_S)
+    # Its own stream, so that the RoCE ports leave every other draw (and the other kinds' fleets) as they were.
+    eth_rng = random.Random(f"{seed}:{scenario.name}:roce")
+    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "ethtool"])), interval_s=INTERVAL_S)
     root.mkdir(parents=True)
     write_capture_meta(root, plan=plan, targets={"harness": scenario.name, "kind": scenario.kind},
                        hosts=scenario.hosts, created_at="2026-11-30T00:00:00Z")
@@ -140,6 +282,11 @@ def build(scenario: Scenario, root: Path, seed: int) -> None:
     leaf = rng.randrange(len(scenario.hosts) // HOSTS_PER_LEAF)
     under_leaf = scenario.hosts[leaf * HOSTS_PER_LEAF:(leaf + 1) * HOSTS_PER_LEAF]
     bad_under_leaf = set(rng.sample(under_leaf, 6)) if scenario.kind == "bad-switch" else set()
+    storm = scenario.kind == "pfc-storm"
+    eth_port = victim_port % len(ETH_PORTS)
+    victim_leaf = scenario.hosts.index(victim_host) // HOSTS_PER_LEAF
+    under_victim_leaf = set(scenario.hosts[victim_leaf * HOSTS_PER_LEAF:(victim_leaf + 1) * HOSTS_PER_LEAF])
+    under_victim_leaf.discard(victim_host)
     inventory = {}
     for i, host in enumerate(scenario.hosts):
         inventory[host] = {"switch": f"leaf-{i // HOSTS_PER_LEAF:03d}", "rack": f"r{i // HOSTS_PER_LEAF:03d}"}
@@ -169,7 +316,9 @@ def build(scenario: Scenario, root: Path, seed: int) -> None:
             bus = GPU_BUSES[victim_port]
             kernel_log += (f"2026-11-29T23:59:58.000001+0000 host kernel: NVRM: Xid (PCI:0000:{bus}:00): {code}, "
                            "pid=4242, name=python, Ch 00000008\n")
-        raw = _stream(ports, nvlink, kernel_log)
+        ethtool = _roce_ports(eth_rng, eth_port if storm and host == victim_host else None,
+                              eth_port if storm and host in under_victim_leaf else None)
+        raw = _stream(ports, nvlink, kernel_log, ethtool)
         hc = host_capture_from_stream(host, parse_stream(raw), plan)
         hc.status, hc.transport = HostStatus.OK, "harness"
         write_host(root, hc, raw)
@@ -180,6 +329,8 @@ def build(scenario: Scenario, root: Path, seed: int) -> None:
         scenario.truth = {f"{victim_host}/nvlink:{victim_port}/1"}
     elif scenario.kind in ("xid-79", "xid-74"):
         scenario.truth = {f"{victim_host}/pcie:0000:{GPU_BUSES[victim_port]}:00"}
+    elif storm:
+        scenario.truth = {f"{victim_host}/netdev:{ETH_PORTS[eth_port]}"}
     elif scenario.kind:
         scenario.truth = {f"{victim_host}/rdma:mlx5_{victim_port}/1"}
 
@@ -233,7 +384,7 @@ def main() -> None:
         row[1] += len(sc.truth - got)
         row[2] += len(got - sc.truth)
         row[3] += 1
-    print(f"{args.hosts} hosts x {PORTS} ports per scenario; scenarios in {out}")
+    print(f"{args.hosts} hosts x {PORTS} InfiniBand + {len(ETH_PORTS)} RoCE ports per scenario; scenarios in {out}")
     print(f"{'kind':<16} {'scenarios':>9} {'precision':>9} {'recall':>7} {'false alarms':>12}")
     total = [0, 0, 0, 0]
     for kind, (tp, fn, fa, n) in rows.items():

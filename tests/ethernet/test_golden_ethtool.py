@@ -114,3 +114,35 @@ def test_counter_reset_between_snapshots_is_not_an_increase(tmp_path, capture_tr
     symbols = _by(samples, "netdev:eth1", "phy.symbol_errors_uncorrected")
     assert (symbols.delta, symbols.note) == (None, "reset")  # 1 -> 0 is a reset too, not a wrap
     assert [f for rule in ethernet.RULES for f in rule(hc, samples)] == []
+
+
+def _pause_host(tmp_path, v0_us: int, v1_us: int):
+    """One mlx5 port, 5 s apart, whose rx_prio3_pause_duration reads v0_us then v1_us (everything else still)."""
+    from analysis.capture_builder import write_host
+
+    c0 = real_counters() | {"rx_prio3_pause_duration": v0_us}
+    c1 = real_counters() | {"rx_prio3_pause_duration": v1_us}
+    files = {(0, "cmd:ethtool-stats"): "### eth0\n" + ethtool_stats_text(c0),
+             (1, "cmd:ethtool-stats"): "### eth0\n" + ethtool_stats_text(c1)}
+    return write_host(tmp_path, "gpu001", files, interval_s=5.0)
+
+
+def test_driver_reload_read_as_a_32_bit_wrap_is_not_a_pause_storm(tmp_path):
+    """67 min of pause since boot (just under 2^32 us), then a reload: the 32-bit wrap heuristic infers ~5 min of
+    pause in 5 s; that cannot be a pause time, so no pfc-storm."""
+    hc = _pause_host(tmp_path, 4_000_000_000, 1_500)
+    samples = ethernet.samples(hc)
+    paused = _by(samples, "netdev:eth0", "pfc.rx_pause_us.p3")
+    assert (paused.note, paused.delta) == ("wrap", 2**32 - 4_000_000_000 + 1_500)
+    assert ethernet.pfc_storm(hc, samples) == []
+
+
+@pytest.mark.parametrize(("v0_us", "v1_us", "share"), [(2**32 - 1_000_000, 2_000_000, 0.6),  # a real 32-bit wrap
+                                                       (10**9, 10**9 + 4_000_000, 0.8)])
+def test_pause_time_within_the_interval_is_a_storm(tmp_path, v0_us, v1_us, share):
+    hc = _pause_host(tmp_path, v0_us, v1_us)
+    samples = ethernet.samples(hc)
+    [storm] = ethernet.pfc_storm(hc, samples)
+    assert (storm.kind, storm.severity, storm.component) == ("pfc-storm", Severity.MAJOR, "netdev:eth0")
+    assert f"priority 3 paused {share:.0%} of 5 s by pause frames received" in storm.summary
+    assert ("pfc.rx_pause_share.p3", share) in [(e.metric, e.value) for e in storm.evidence]

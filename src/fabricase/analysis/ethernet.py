@@ -19,8 +19,8 @@ from fabricase.parsers.ethtool import (
 )
 from fabricase.parsers.sysfs import parse_sysfs_str
 
-__all__ = ["ETHTOOL_MAP", "PFC_PAUSE_SHARE", "RULES", "link_speed_downshift", "nic_discards", "pfc_storm",
-           "phy_errors", "samples"]
+__all__ = ["ETHTOOL_MAP", "PAUSE_WRAP_LIMIT", "PFC_PAUSE_SHARE", "RULES", "link_speed_downshift", "nic_discards",
+           "pfc_storm", "phy_errors", "samples"]
 
 STATS, LINK, FEC, DRIVER, MODULE = (f"cmd:ethtool-{k}" for k in ("stats", "link", "fec", "driver", "module"))
 _P = range(8)
@@ -80,6 +80,9 @@ DISCARD_METRICS = ("rx.discards_nobuf_port", "rx.discards_nobuf_host", "tx.disca
 # Heuristic (not in telemetry.md e.2): a priority paused for a tenth of the interval is a congestion spreading
 # problem a fabric engineer wants to see; lossless RoCE fabrics that work show pause well below 1%.
 PFC_PAUSE_SHARE = 0.10
+# A pause time that "wrapped" to more than this multiple of the interval is a driver reload read as a 32-bit wrap:
+# a priority cannot be paused longer than the time that passed (beyond the few ms ethtool runs after the mark).
+PAUSE_WRAP_LIMIT = 1.5
 
 
 def _unit(metric: str) -> str:
@@ -243,6 +246,12 @@ def nic_discards(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     return _counter_rule(hc, samples, DISCARD_METRICS, "nic-discards", Severity.MINOR, 0.8)
 
 
+def _impossible_wrap(paused: MetricSample, interval_s: float) -> bool:
+    """A counter reset (v1 < v0) reads as a 32-bit wrap when v0 was in the counter's top quarter: for a pause time
+    of 54-71 min since boot, a reload then looks like minutes of pause in a 5 s interval."""
+    return paused.note == "wrap" and paused.delta > PAUSE_WRAP_LIMIT * interval_s * 1e6
+
+
 def pfc_storm(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """Pause-storm events, or a priority paused for more than PFC_PAUSE_SHARE of the interval."""
     findings = []
@@ -256,7 +265,7 @@ def pfc_storm(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
                                    ("tx", "sent: this host could not absorb the network's traffic")):
             for p in _P:
                 paused = _grown(metrics, f"pfc.{direction}_pause_us.p{p}")
-                if paused is None or not hc.interval_s:
+                if paused is None or not hc.interval_s or _impossible_wrap(paused, hc.interval_s):
                     continue
                 # ethtool runs a moment after the snapshot mark, so a short interval can hold more than itself
                 share = min(paused.delta / (hc.interval_s * 1e6), 1.0)
