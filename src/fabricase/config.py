@@ -7,12 +7,13 @@ Otherwise the XDG base directories are used: $XDG_DATA_HOME/fabricase and $XDG_C
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from fabricase.errors import ConfigError
 
-__all__ = ["Paths", "resolve_paths"]
+__all__ = ["CONFIG_FILE", "Paths", "load_config", "provider_profile", "resolve_paths"]
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,34 @@ def resolve_paths(env: dict[str, str] | None = None) -> Paths:
     xdg_data = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     xdg_config = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     return Paths(data=xdg_data / "fabricase", config=xdg_config / "fabricase")
+
+
+CONFIG_FILE = "config.toml"
+
+
+def load_config(paths: Paths) -> dict:
+    """The user's configuration (`<config dir>/config.toml`), {} when there is none; a malformed file is a
+    one-line ConfigError naming it. Credentials never live here: each provider uses its SDK's standard chain."""
+    path = paths.config / CONFIG_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", where=str(path)) from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from exc
+
+
+def provider_profile(paths: Paths, provider: str) -> dict:
+    """`[providers.<name>]` of the configuration: account/project/subscription, region, support plan, desk,
+    severity overrides, endpoints. {} when absent."""
+    section = load_config(paths).get("providers", {})
+    if not isinstance(section, dict):
+        raise ConfigError("[providers] must be a table", where=str(paths.config / CONFIG_FILE))
+    profile = section.get(provider, {})
+    if not isinstance(profile, dict):
+        raise ConfigError(f"[providers.{provider}] must be a table", where=str(paths.config / CONFIG_FILE))
+    return profile
