@@ -212,8 +212,9 @@ def _roce_ports(rng: random.Random, storm_port: int | None, spread_port: int | N
     return "".join(texts[0]), "".join(texts[1])
 
 
-def _stream(ports: list[dict], nvlink: tuple[dict, dict] = ({}, {}), kernel_log: str = "",
+def _stream(ports: list[dict], nvlink: tuple[dict, dict] | None = ({}, {}), kernel_log: str | None = "",
             ethtool: tuple[str, str] = ("", "")) -> bytes:
+    """One host's capture stream; nvlink or kernel_log None: that command was not captured (an IB-only host)."""
     out = [b"@@FC1 BEGIN 1 1\n"]
     for snap in (0, 1):
         up = 1000.0 + snap * INTERVAL_S
@@ -226,14 +227,16 @@ def _stream(ports: list[dict], nvlink: tuple[dict, dict] = ({}, {}), kernel_log:
             out.append(_item(snap, f"{base}/state", "4: ACTIVE\n"))
             out.append(_item(snap, f"{base}/phys_state", "5: LinkUp\n"))
             out.append(_item(snap, f"{base}/rate", p["rate"] + "\n"))
-        out.append(_cmd(snap, "nvlink-errors", "nvidia", _nvlink_errors(nvlink[snap])))
+        if nvlink is not None:
+            out.append(_cmd(snap, "nvlink-errors", "nvidia", _nvlink_errors(nvlink[snap])))
         if ethtool[snap]:
             out.append(_cmd(snap, "ethtool-stats", "ethtool", ethtool[snap]))
         out.append(f"@@FC1 E {snap} {1.8e9 + snap * INTERVAL_S} {up + 0.05}\n".encode())
     for p in ports:
         out.append(_item(0, f"/sys/class/infiniband/{p['dev']}/ports/1/link_layer", "InfiniBand\n"))
         out.append(_item(0, f"/sys/class/infiniband/{p['dev']}/hca_type", "MT4129\n"))
-    out.append(_cmd(0, "kernel-log", "kernel_log", kernel_log))
+    if kernel_log is not None:
+        out.append(_cmd(0, "kernel-log", "kernel_log", kernel_log))
     out.append(b"@@FC1 END\n")
     return b"".join(out)
 
@@ -269,7 +272,9 @@ def _poisson(rng: random.Random, mu: float) -> int:
         k += 1
 
 
-def build(scenario: Scenario, root: Path, seed: int) -> None:
+def build(scenario: Scenario, root: Path, seed: int, *, ib_only: bool = False) -> None:
+    """Write the scenario's capture directory at `root`. ib_only: the 8 InfiniBand ports of each host and nothing
+    else (no NVLinks, RoCE ports or kernel log), the issue's "1,024 hosts x 8 NICs" for the analysis benchmark."""
     rng = random.Random(f"{seed}:{scenario.name}")
     # Its own stream, so that the RoCE ports leave every other draw (and the other kinds' fleets) as they were.
     eth_rng = random.Random(f"{seed}:{scenario.name}:roce")
@@ -318,7 +323,7 @@ def build(scenario: Scenario, root: Path, seed: int) -> None:
                            "pid=4242, name=python, Ch 00000008\n")
         ethtool = _roce_ports(eth_rng, eth_port if storm and host == victim_host else None,
                               eth_port if storm and host in under_victim_leaf else None)
-        raw = _stream(ports, nvlink, kernel_log, ethtool)
+        raw = _stream(ports, None, None) if ib_only else _stream(ports, nvlink, kernel_log, ethtool)
         hc = host_capture_from_stream(host, parse_stream(raw), plan)
         hc.status, hc.transport = HostStatus.OK, "harness"
         write_host(root, hc, raw)
