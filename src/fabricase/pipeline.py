@@ -50,6 +50,7 @@ from fabricase.models import (
 from fabricase.targets import Targets
 
 if TYPE_CHECKING:
+    from fabricase.providers.base import PlannedRequest
     from fabricase.redact import Redactor
 from fabricase.transports import HostRun, Transport, get_transport, is_local_name
 
@@ -555,6 +556,7 @@ class OpenResult:
     ticket_path: Path
     filed_at: str | None = None
     placements: list[Placement] = field(default_factory=list)
+    requests: list[PlannedRequest] = field(default_factory=list)  # --dry-run: what filing would send
 
 
 def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, symptom: str,
@@ -595,7 +597,9 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
                                         **draft_kw), redactor)
         ticket = bundle_path.with_suffix("").with_suffix(".ticket.md")
         ticket.write_text(draft.title + "\n\n" + draft.body)
-        return OpenResult(capture, findings, bundle, draft, None, ticket, placements=placements)
+        requests = provider.plan_case(escalation_id="FC-dry-run", draft=fit_draft(draft, desk_of(provider_name)),
+                                      bundle_path=bundle.path)
+        return OpenResult(capture, findings, bundle, draft, None, ticket, placements=placements, requests=requests)
 
     tracker = Tracker.open(paths)
     hosts = [h.host for h in capture.hosts]

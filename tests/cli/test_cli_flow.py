@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import subprocess
@@ -103,6 +104,12 @@ def test_dry_run_files_and_tracks_nothing(run, home):
     out = run.json("open", "--hosts", "localhost", "--symptom", "x", "--interval", "0", "--dry-run")
     assert out["escalation_id"] is None and out["state"] == "dry-run"
     assert Path(out["ticket_path"]).is_file()
+    # The requests filing would send, the bundle listed by name, size and hash, never its bytes.
+    [request] = out["requests"]
+    [attachment] = request["payload"]["attachments"]
+    bundle = Path(out["bundle_path"])
+    assert attachment == {"name": bundle.name, "size": bundle.stat().st_size,
+                          "sha256": hashlib.sha256(bundle.read_bytes()).hexdigest()}
     assert run.json("list", "--state", "all") == []
 
 

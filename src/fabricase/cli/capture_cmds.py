@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -232,6 +233,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, as_json, **target)
             "capture_dir": str(result.capture.root),
             "hosts": hosts_json(result.capture),
             "findings": [f.to_dict() for f in result.findings],
+            "requests": [r.to_dict() for r in result.requests],
         })
         return
     print_hosts(result.capture)
@@ -241,4 +243,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, as_json, **target)
     if esc:
         out_console.print(f"Escalation  {esc.id} ({esc.state}, {provider} case {esc.provider_case_id})")
     else:
-        out_console.print("Dry run: nothing filed or tracked.")
+        out_console.print("Dry run: nothing filed or tracked. Filing would send:")
+        for n, r in enumerate(result.requests, 1):
+            out_console.print(f"  {n}. {r.service} {r.operation} {json.dumps(r.payload, sort_keys=True)}",
+                              soft_wrap=True, highlight=False, markup=False)
