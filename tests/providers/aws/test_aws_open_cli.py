@@ -1,0 +1,88 @@
+"""Acceptance: `fabricase open --replay <capture of EC2 hosts> --provider aws` against the test endpoints files one
+case with the network nodes in its body and the bundle attached through the upload-links path; a filing that
+fails records nothing as filed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+from awsfakes import REGION, capture_params, stub_codes, write_config, write_ec2_capture
+from click.testing import CliRunner
+
+from fabricase.cli import cli
+
+
+def ec2_fleet(moto: str, tmp_path: Path, n: int = 4) -> tuple[Path, list[str]]:
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto)
+    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ids = [i["InstanceId"] for i in ec2.run_instances(ImageId=ami, MinCount=n, MaxCount=n,
+                                                      InstanceType="p5.48xlarge")["Instances"]]
+    hosts = {f"gpu{k + 1:03d}": iid for k, iid in enumerate(ids)}
+    return write_ec2_capture(tmp_path / "capture", hosts, bad={"gpu002"}), ids
+
+
+def stub_topology(clients, ids: list[str]) -> None:
+    clients.stub("ec2").add_response("describe_instance_topology", {"Instances": [
+        {"InstanceId": iid, "InstanceType": "p5.48xlarge", "NetworkNodes": ["nn-7f3a", "nn-21c0", f"nn-leaf{k // 2}"],
+         "AvailabilityZone": "us-east-1a", "ZoneId": "use1-az4"} for k, iid in enumerate(ids)]},
+        {"InstanceIds": sorted(ids)})
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_open_replay_files_one_case_with_topology_and_the_bundle_by_upload_links(home, moto, clients, uploads,
+                                                                                 tmp_path):
+    write_config(home, moto, attachments="upload-links")
+    capture, ids = ec2_fleet(moto, tmp_path)
+    stub_topology(clients, ids)
+    stub_codes(clients)
+    stub = clients.stub("support")
+    # one link for the whole bundle (parts of up to 100 MB): its size is only known once it is built
+    stub.add_response("get_attachment_upload_links", {
+        "uploadId": "upl-cli", "partSizeBytes": 104_857_600, "totalParts": 1,
+        "uploadUrls": [{"url": f"{uploads.url}/upl-cli/part1", "partIndex": 1, "expiryDate": "2026-12-01T00:00:00Z"}]},
+        None)
+    stub.add_response("complete_attachment_upload", {"uploadStatus": "attachment-ready"}, None)
+    created = capture_params(clients.clients["support"], "CreateCase")
+
+    result = invoke("open", "--replay", str(capture), "--provider", "aws", "--symptom", "allreduce busbw fell 40%",
+                    "--json")
+
+    assert result.exit_code == 0, result.output
+    opened = json.loads(result.stdout)
+    clients.assert_no_pending()
+    [sent] = created
+    support = boto3.client("support", region_name=REGION, endpoint_url=moto)
+    [case] = support.describe_cases(includeResolvedCases=True)["cases"]
+    assert opened["provider_case_id"] == case["caseId"] and opened["state"] == "filed"
+    assert case["subject"].startswith(f"[fabricase {opened['escalation_id']}] ")
+    body = sent["communicationBody"]
+    assert "nn-7f3a" in body and "nn-21c0" in body and "nn-leaf0" in body  # the network nodes, in the body
+    assert ids[1] in body and "use1-az4" in body  # the instance at fault and its AZ id
+    assert sent["uploadIds"] == ["upl-cli"]
+    assert uploads.bodies["/upl-cli/part1"] == Path(opened["bundle_path"]).read_bytes()  # the bundle, attached
+    placements = json.loads((capture / "placements.json").read_text())["placements"]
+    assert {p["instance_id"]: p["topology"][0] for p in placements} == dict.fromkeys(ids, "network-node:nn-7f3a")
+
+    shown = json.loads(invoke("show", opened["escalation_id"], "--json").stdout)
+    assert shown["provider_case_id"] == case["caseId"]
+
+
+def test_open_without_a_support_plan_exits_1_in_one_line_and_files_nothing(home, moto, clients, tmp_path):
+    write_config(home, moto)
+    capture, ids = ec2_fleet(moto, tmp_path, n=2)
+    stub_topology(clients, ids)
+    clients.stub("support").add_client_error("describe_services", "SubscriptionRequiredException",
+                                             "AWS Premium Support Subscription is required", 400)
+    result = invoke("open", "--replay", str(capture), "--provider", "aws", "--symptom", "x")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "fabricase: error: aws: DescribeServices: no AWS support plan with API access (Business, Enterprise On-Ramp or "
+        "Enterprise, or their successors)"]
+    listed = json.loads(invoke("list", "--state", "all", "--json").stdout)
+    assert [e.get("provider_case_id") for e in listed] in ([], [None])
+    assert all(e["state"] != "filed" for e in listed)
