@@ -25,7 +25,7 @@ def _create(tracker: Tracker, title: str = "lossy link"):
     return tracker.create(provider="static", title=title, symptom="s", severity="minor", hosts=[], components=[])
 
 
-ALL = [(1, "v1_initial"), (2, "v2_pseudonym_keys")]
+ALL = [(1, "v1_initial"), (2, "v2_pseudonym_keys"), (3, "v3_sync_columns")]
 
 
 def test_migrations_run_once_and_are_recorded(db_url, db_path):
@@ -39,9 +39,12 @@ def test_migrations_run_once_and_are_recorded(db_url, db_path):
 
 def test_a_version_1_database_keeps_its_escalations_and_gains_pseudonym_keys(db_url, db_path, monkeypatch):
     monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
-    with Tracker(db_url) as t:
-        _create(t, "before the upgrade")
+    Tracker(db_url).close()
     monkeypatch.undo()
+    with sqlite3.connect(db_path) as conn:  # a row as version 1 code wrote it
+        conn.execute("INSERT INTO escalations (id, seq, provider, state, title, symptom, severity, created_at, "
+                     "updated_at) VALUES ('FC-1', 1, 'static', 'draft', 'before the upgrade', 's', 'minor', "
+                     "'2024-05-01T12:00:00Z', '2024-05-01T12:00:00Z')")
     with Tracker(db_url) as t:
         assert [e.title for e in t.list()] == ["before the upgrade"]
         key = t.pseudonym_key("FC-1")
@@ -86,13 +89,13 @@ def test_a_pending_migration_runs_on_an_existing_database(db_url, db_path, monke
     with Tracker(db_url) as t:
         _create(t)
 
-    def _v3_add_note(conn: sa.Connection) -> None:
+    def _v4_add_note(conn: sa.Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE escalations ADD COLUMN note TEXT")
 
-    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, _v3_add_note])
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, _v4_add_note])
     with Tracker(db_url) as t:
         assert [e.id for e in t.list()] == ["FC-1"]
-    assert _versions(db_path) == [*ALL, (3, "v3_add_note")]
+    assert _versions(db_path) == [*ALL, (4, "v4_add_note")]
 
 
 def test_a_failed_migration_leaves_nothing_behind(db_url, db_path, monkeypatch):

@@ -1,17 +1,38 @@
-"""Commands over the escalation tracker: list, show, resolve."""
+"""Commands over the escalation tracker: list (the morning view), show, sync, comment, attach, resolve, reopen."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import click
+from rich import box
 from rich.table import Table
 
 from fabricase.cli.app import cli, paths
-from fabricase.cli.output import emit_json, out_console
+from fabricase.cli.output import emit_json, err_console, out_console
+from fabricase.config import CONFIG_FILE, load_config
+from fabricase.errors import ConfigError
+
+EXIT_SOME_FAILED = 3  # sync: some escalations could not be read back (each one says why)
 
 _STATES = click.Choice(["open", "waiting", "all", "draft", "filed", "waiting-provider", "waiting-us",
                         "resolved", "closed"])
+_WAITING = {"provider": "provider", "us": "US", None: "-"}
+
+
+class _Age(click.ParamType):
+    name = "AGE"
+
+    def convert(self, value, param, ctx):
+        from fabricase.tracker.records import parse_age
+
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return parse_age(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def _tracker():
@@ -20,11 +41,42 @@ def _tracker():
     return Tracker.open(paths())
 
 
-def _age(iso: str) -> str:
+def _provider(name: str):
+    from fabricase import providers
+
+    return providers.get_provider(name, paths())
+
+
+def _needed(esc, skip: bool):
+    """The escalation's provider, loaded only when the desk will be called (a case exists and not --local):
+    a provider whose SDK is missing never stops a local record."""
+    return None if skip or esc.provider_case_id is None else _provider(esc.provider)
+
+
+def _stale_after(given: timedelta | None) -> timedelta:
+    """--stale-after, else `[tracker] stale_after` of config.toml ("3d", or a number of days), else 3 days."""
+    from fabricase.tracker.records import DEFAULT_STALE_AFTER, parse_age
+
+    if given is not None:
+        return given
+    p = paths()
+    section = load_config(p).get("tracker", {})
+    value = section.get("stale_after") if isinstance(section, dict) else None
+    if value is None:
+        return DEFAULT_STALE_AFTER
     try:
-        then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return "?"
+        return timedelta(days=value) if isinstance(value, int | float) else parse_age(str(value))
+    except (ValueError, OverflowError) as exc:
+        raise ConfigError(f"[tracker] stale_after: {exc}", where=str(p.config / CONFIG_FILE)) from exc
+
+
+def _ago(iso: str | None) -> str:
+    """How long ago, in the largest whole unit ("3d", "5h", "12m", "40s"); "never" for none."""
+    from fabricase.tracker.records import parse_iso
+
+    then = parse_iso(iso) if iso else None
+    if then is None:
+        return "never" if iso is None else "?"
     secs = max((datetime.now(UTC) - then).total_seconds(), 0)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if secs >= size:
@@ -32,58 +84,204 @@ def _age(iso: str) -> str:
     return f"{int(secs)}s"
 
 
+def _hosts(hosts: list[str]) -> str:
+    return ", ".join(hosts[:3]) + (f" +{len(hosts) - 3}" if len(hosts) > 3 else "")
+
+
+def _brief(escalation) -> dict:
+    return {k: v for k, v in escalation.to_dict().items() if k != "events"}
+
+
+def _morning_table(title: str, rows) -> Table:
+    """One provider's open cases. The columns that say who waits and for how long never shrink: on a narrow
+    terminal the case id, hosts and title give way."""
+    cells = [(r.escalation.id, str(r.escalation.state), _WAITING[r.waiting_on], _ago(r.escalation.created_at),
+              _ago(r.last_reply_at) + (" STALE" if r.stale else ""), r.escalation.provider_case_id or "-",
+              _hosts(r.escalation.hosts), r.escalation.title) for r in rows]  # fmt: skip
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    for i, col in enumerate(("id", "state", "waiting on", "age", "last reply")):
+        table.add_column(col, no_wrap=True, min_width=max(len(col), *(len(c[i]) for c in cells)))
+    table.add_column("case", no_wrap=True, overflow="ellipsis", max_width=20)
+    table.add_column("hosts", no_wrap=True, overflow="ellipsis", max_width=20)
+    table.add_column("title", overflow="fold", ratio=1)
+    for c in cells:
+        table.add_row(*c[:4], c[4].replace(" STALE", " [bold red]STALE[/]"), *c[5:])
+    return table
+
+
 @cli.command(name="list")
 @click.option("--provider", default=None, help="Only this provider's escalations.")
 @click.option("--state", type=_STATES, default="open", show_default=True, help="Which escalations.")
-@click.option("--json", "as_json", is_flag=True, help="Print the escalations as JSON.")
-def list_(provider, state, as_json):
-    """List tracked escalations, oldest first."""
-    escs = _tracker().list(provider=provider, state=state)
+@click.option("--host", default=None, metavar="HOST", help="Only those covering this host (or instance id).")
+@click.option("--older-than", type=_Age(), default=None, help="Only those opened at least this long ago (3d, 12h).")
+@click.option("--stale-after", type=_Age(), default=None,
+              help="Mark stale a case waiting on the provider with no reply this long (default 3d, or "
+                   "[tracker] stale_after in config.toml).")
+@click.option("--stale", "stale_only", is_flag=True, help="Only the stale ones.")
+@click.option("--json", "as_json", is_flag=True, help="Print the escalations as JSON (for dashboards).")
+def list_(provider, state, host, older_than, stale_after, stale_only, as_json):
+    """The morning view: per provider, open escalations oldest first, who is waiting on whom, the age of each
+    and the time since the provider's last reply; stale ones marked."""
+    with _tracker() as tracker:
+        rows = tracker.overview(provider=provider, state=state, host=host, older_than=older_than,
+                                stale_after=_stale_after(stale_after))
+    rows = [r for r in rows if r.stale or not stale_only]
     if as_json:
-        emit_json([{k: v for k, v in e.to_dict().items() if k != "events"} for e in escs])
+        emit_json([r.to_dict() for r in rows])
         return
-    if not escs:
+    if not rows:
         out_console.print(f"No {state} escalations.")
         return
-    table = Table(title=f"{len(escs)} escalation(s), {state}", title_justify="left")
-    for col in ("id", "provider", "state", "age", "sev", "hosts", "title"):
-        table.add_column(col, overflow="fold" if col == "title" else "ellipsis")
-    for e in escs:
-        hosts = ", ".join(e.hosts[:3]) + (f" +{len(e.hosts) - 3}" if len(e.hosts) > 3 else "")
-        table.add_row(e.id, e.provider, str(e.state), _age(e.created_at), str(e.severity), hosts, e.title)
-    out_console.print(table)
+    for name in dict.fromkeys(r.escalation.provider for r in rows):
+        mine = [r for r in rows if r.escalation.provider == name]
+        on_us = sum(r.waiting_on == "us" for r in mine)
+        stale = sum(r.stale for r in mine)
+        title = f"{name}: {len(mine)} {state}, {on_us} waiting on us" + (f", {stale} stale" if stale else "")
+        out_console.print(_morning_table(title, mine))
 
 
 @cli.command()
 @click.argument("escalation_id", metavar="ESCALATION")
 @click.option("--json", "as_json", is_flag=True, help="Print the escalation and its events as JSON.")
 def show(escalation_id, as_json):
-    """Show one escalation: where it was filed, its bundle and its timeline."""
-    e = _tracker().get(escalation_id)
+    """Show one escalation: where it was filed, its bundle, and its timeline of events and comments."""
+    with _tracker() as tracker:
+        view = tracker.tracked(escalation_id, stale_after=_stale_after(None))
+    e = view.escalation
     if as_json:
-        emit_json(e.to_dict())
+        emit_json({**view.to_dict(), "events": e.to_dict()["events"]})
         return
     out_console.print(f"[bold]{e.id}[/] {e.title}")
+    instances = ", ".join(f"{h}={i}" for h, i in sorted(view.instances.items())) or "-"
+    reply = (_ago(view.last_reply_at) + " ago" if view.last_reply_at else "never") + (" (stale)" if view.stale else "")
     for label, value in (("provider", f"{e.provider} case {e.provider_case_id or '-'}"),
-                         ("state", f"{e.state} ({e.raw_status or '-'})"), ("severity", str(e.severity)),
-                         ("symptom", e.symptom), ("hosts", ", ".join(e.hosts) or "-"),
+                         ("state", f"{e.state} ({e.raw_status or '-'})"),
+                         ("waiting on", _WAITING[view.waiting_on]), ("last reply", reply),
+                         ("severity", str(e.severity)), ("symptom", e.symptom),
+                         ("hosts", ", ".join(e.hosts) or "-"), ("instances", instances),
                          ("components", ", ".join(e.components) or "-"), ("bundle", e.bundle_path or "-"),
                          ("bundle id", e.bundle_id or "-"), ("ticket", e.ticket_path or "-"),
-                         ("created", e.created_at), ("updated", e.updated_at)):
-        out_console.print(f"  {label:<11}{value}", highlight=False)
+                         ("created", e.created_at), ("filed", view.filed_at or "-"),
+                         ("synced", view.last_synced_at or "never"), ("updated", e.updated_at)):
+        out_console.print(f"  {label:<11}{value}", highlight=False, markup=False, soft_wrap=True)
     out_console.print("  timeline")
     for ev in e.events:
-        out_console.print(f"    {ev.at}  {ev.kind:<8} {ev.detail}", highlight=False)
+        detail = ev.detail
+        if ev.kind == "comment":
+            who = "provider" if ev.data.get("from_provider") else "us"
+            detail = f"[{ev.data.get('author', who)}, {who}] {detail}"
+        out_console.print(f"    {ev.at}  {ev.kind:<9} {detail}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _sync_table(results, failed: int) -> Table:
+    cells = [(r.escalation_id, r.outcome,
+              (r.state_to if r.state_from == r.state_to else f"{r.state_from} -> {r.state_to}") or "-",
+              r.raw_status or "-", str(r.new_comments), r.reason or "") for r in results]  # fmt: skip
+    table = Table(title=f"synced {len(results) - failed}/{len(results)}", title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    for i, col in enumerate(("id", "outcome", "state")):
+        table.add_column(col, no_wrap=True, min_width=max(len(col), *(len(c[i]) for c in cells)))
+    table.add_column("desk status", no_wrap=True, overflow="ellipsis", max_width=24)
+    table.add_column("new comments", justify="right")
+    table.add_column("note", overflow="fold", ratio=1)
+    for c in cells:
+        table.add_row(*c)
+    return table
+
+
+@cli.command()
+@click.argument("escalation_ids", metavar="[ESCALATION]...", nargs=-1)
+@click.option("--provider", default=None, help="Only this provider's escalations.")
+@click.option("--json", "as_json", is_flag=True, help="Print one result per escalation as JSON.")
+def sync(escalation_ids, provider, as_json):
+    """Pull the status and new comments of every open escalation from its provider's desk (or only those
+    named). One escalation's error is reported and the others are still synced; exit 3 if any failed."""
+    from fabricase import filing
+
+    with _tracker() as tracker:
+        results = filing.sync(tracker, _provider, provider=provider, escalations=escalation_ids or None)
+    failed = [r for r in results if r.outcome == "error"]
+    if as_json:
+        emit_json([r.to_dict() for r in results])
+    elif not results:
+        out_console.print("Nothing to sync: no open escalation has a case at a desk.")
+    else:
+        out_console.print(_sync_table(results, len(failed)))
+    for r in failed:
+        err_console.print(f"warning: {r.escalation_id}: {r.reason}", style="yellow", highlight=False, markup=False)
+    if failed:
+        click.get_current_context().exit(EXIT_SOME_FAILED)
+
+
+def _report(result, as_json: bool, done: str) -> None:
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    out_console.print(done, highlight=False)
+    if not result.sent and result.reason:
+        err_console.print(f"note: not sent to the desk: {result.reason}", highlight=False, markup=False)
+
+
+_LOCAL = click.option("--local", is_flag=True, help="Record it in the tracker only; tell the desk nothing.")
 
 
 @cli.command()
 @click.argument("escalation_id", metavar="ESCALATION")
-@click.option("--note", default=None, help="Why it is resolved (kept in the timeline).")
-@click.option("--json", "as_json", is_flag=True, help="Print the resolved escalation as JSON.")
-def resolve(escalation_id, note, as_json):
-    """Mark an escalation resolved."""
-    e = _tracker().resolve(escalation_id, note)
-    if as_json:
-        emit_json({k: v for k, v in e.to_dict().items() if k != "events"})
-    else:
-        out_console.print(f"{e.id} resolved.")
+@click.argument("text")
+@_LOCAL
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def comment(escalation_id, text, local, as_json):
+    """Post a comment on the escalation's case and keep it in the timeline."""
+    from fabricase import filing
+
+    with _tracker() as tracker:
+        esc = tracker.get(escalation_id)
+        result = filing.comment(tracker, _needed(esc, local), esc.id, text, local=local)
+    _report(result, as_json, f"{result.escalation.id}: comment recorded.")
+
+
+@cli.command()
+@click.argument("escalation_id", metavar="ESCALATION")
+@click.argument("files", metavar="FILE...", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--note", default="", help="A note that goes with the files to the desk.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def attach(escalation_id, files, note, as_json):
+    """Upload files (a new bundle, a log) to the escalation's case at the desk."""
+    from fabricase import filing
+
+    with _tracker() as tracker:
+        esc = tracker.get(escalation_id)
+        result = filing.attach(tracker, _provider(esc.provider), esc.id, list(files), note)
+    _report(result, as_json, f"{result.escalation.id}: {len(files)} file(s) attached to "
+                             f"{result.escalation.provider_case_id}.")
+
+
+@cli.command()
+@click.argument("escalation_id", metavar="ESCALATION")
+@click.option("--note", default=None, help="Why it is resolved (sent to the desk, kept in the timeline).")
+@_LOCAL
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def resolve(escalation_id, note, local, as_json):
+    """Resolve the escalation: tell the desk, then mark it resolved."""
+    from fabricase import filing
+
+    with _tracker() as tracker:
+        esc = tracker.get(escalation_id)
+        result = filing.resolve(tracker, _needed(esc, local or not esc.state.is_open), esc.id, note, local=local)
+    _report(result, as_json, f"{result.escalation.id} resolved.")
+
+
+@cli.command()
+@click.argument("escalation_id", metavar="ESCALATION")
+@click.option("--note", default="", help="Why it is reopened (sent to the desk, kept in the timeline).")
+@_LOCAL
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def reopen(escalation_id, note, local, as_json):
+    """Reopen a resolved or closed escalation: it waits on the provider again."""
+    from fabricase import filing
+
+    with _tracker() as tracker:
+        esc = tracker.get(escalation_id)
+        result = filing.reopen(tracker, _needed(esc, local or esc.state.is_open), esc.id, note, local=local)
+    _report(result, as_json, f"{result.escalation.id} reopened: {result.escalation.state}.")

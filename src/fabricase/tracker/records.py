@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,7 +16,18 @@ from fabricase.errors import NotFoundError
 from fabricase.models import Escalation, EscalationEvent, EscalationState, Severity
 from fabricase.tracker import schema
 
-__all__ = ["ID_PREFIX", "assemble", "component_label", "format_escalation_id", "iso", "parse_escalation_id"]
+__all__ = [
+    "DEFAULT_STALE_AFTER", "ID_PREFIX", "Tracked", "assemble", "comment_identity", "component_label", "desk_time",
+    "format_escalation_id", "is_stale", "iso", "parse_age", "parse_escalation_id", "parse_iso", "track",
+    "waiting_on",
+]  # fmt: skip
+
+# A case waiting on the provider with no reply for this long is marked stale in `fabricase list`.
+DEFAULT_STALE_AFTER = timedelta(days=3)
+_AGE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# Desks give up to nanoseconds (GCP) or milliseconds (AWS): datetime reads at most microseconds.
+_FRACTION_RE = re.compile(r"(\.\d{1,6})\d*")
 
 ID_PREFIX = "FC-"
 _ID_RE = re.compile(rf"^(?:{ID_PREFIX})?(\d+)$", re.IGNORECASE)
@@ -42,6 +55,71 @@ def iso(moment: datetime) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_age(text: str) -> timedelta:
+    """"3d", "12h", "90m", "2w", "45s" as a duration; anything else is a ValueError saying what is expected."""
+    match = _AGE_RE.match(str(text))
+    if not match:
+        raise ValueError(f"not an age: {text!r} (expected a number and a unit, e.g. 3d, 12h, 90m, 2w)")
+    return timedelta(seconds=float(match.group(1)) * _AGE_UNITS[match.group(2).lower()])
+
+
+def parse_iso(text: str) -> datetime | None:
+    """A timestamp as a desk or the tracker wrote it (ISO 8601, any precision, Z or an offset); None if not one."""
+    try:
+        moment = datetime.fromisoformat(_FRACTION_RE.sub(r"\1", str(text).strip()).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def desk_time(text: str | None) -> str | None:
+    """A desk's timestamp in the tracker's form (UTC, to the second), or None when it is not a timestamp."""
+    moment = parse_iso(text) if text else None
+    return iso(moment) if moment else None
+
+
+def comment_identity(at: str, author: str, body: str) -> str:
+    """What identifies one desk comment across syncs: the desk gives no stable id on every API, but the same
+    comment comes back with the same time, author and text."""
+    return hashlib.sha256(f"{at}\x00{author}\x00{body}".encode()).hexdigest()[:32]
+
+
+def waiting_on(state: EscalationState) -> str | None:
+    """Who must act next: "provider" (filed, or waiting on the desk), "us" (a draft not yet filed, or the desk
+    asked us something), None once resolved or closed."""
+    if state in (EscalationState.FILED, EscalationState.WAITING_PROVIDER):
+        return "provider"
+    if state in (EscalationState.DRAFT, EscalationState.WAITING_US):
+        return "us"
+    return None
+
+
+def is_stale(state: EscalationState, since: str | None, now: datetime, after: timedelta) -> bool:
+    """A case waiting on the provider whose last reply (or, without one, its filing) is `after` old or older."""
+    moment = parse_iso(since) if since else None
+    return waiting_on(state) == "provider" and moment is not None and now - moment >= after
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """One escalation as the morning view shows it: the escalation, the instance id of each host, and where
+    the conversation with the desk stands."""
+
+    escalation: Escalation
+    instances: dict[str, str] = field(default_factory=dict)
+    filed_at: str | None = None
+    last_reply_at: str | None = None  # the desk's time of the provider's last comment
+    last_synced_at: str | None = None
+    waiting_on: str | None = None
+    stale: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.escalation.to_dict().items() if k != "events"}
+        d.update(instances=dict(self.instances), filed_at=self.filed_at, last_reply_at=self.last_reply_at,
+                 last_synced_at=self.last_synced_at, waiting_on=self.waiting_on, stale=self.stale)
+        return d
 
 
 def _grouped(conn: sa.Connection, table: sa.Table, ids: Any, order: Sequence[Any] = ()) -> dict[str, list]:
@@ -87,3 +165,19 @@ def assemble(conn: sa.Connection, rows: Sequence[sa.RowMapping], ids: Any, *, ev
         )
         for row in rows
     ]
+
+
+def track(conn: sa.Connection, rows: Sequence[sa.RowMapping], ids: Any, *, now: datetime,
+          stale_after: timedelta) -> list[Tracked]:
+    """The morning view of escalations from their rows (without their history)."""
+    instances = _grouped(conn, schema.hosts, ids)
+    result = []
+    for row, esc in zip(rows, assemble(conn, rows, ids, events=False), strict=True):
+        since = row["last_reply_at"] or row["filed_at"]
+        result.append(Tracked(
+            escalation=esc,
+            instances={h["host"]: h["instance_id"] for h in instances.get(row["id"], []) if h["instance_id"]},
+            filed_at=row["filed_at"], last_reply_at=row["last_reply_at"], last_synced_at=row["last_synced_at"],
+            waiting_on=waiting_on(esc.state), stale=is_stale(esc.state, since, now, stale_after),
+        ))  # fmt: skip
+    return result

@@ -109,6 +109,29 @@ def _define_v2(md: sa.MetaData) -> list[sa.Table]:
 
 (pseudonym_keys,) = _define_v2(metadata)
 
+# Version 3 adds columns (and never removes any): when the case was filed, when the provider last replied,
+# when it was last synced; and on events the desk's identity of a synced comment, unique per escalation, so
+# that two syncs running at once cannot record the same desk comment twice.
+_V3_COLUMNS: dict[str, tuple[str, ...]] = {
+    "escalations": ("filed_at", "last_reply_at", "last_synced_at"),
+    "events": ("external_id",),
+}
+for _table in (escalations, events):
+    for _name in _V3_COLUMNS[_table.name]:
+        _table.append_column(sa.Column(_name, sa.Text))
+
+
+def _define_v3_indexes() -> list[sa.Index]:
+    """Bound to the current tables: migration 3 creates them, and the current metadata carries them."""
+    return [
+        sa.Index("ux_events_external", events.c.escalation_id, events.c.external_id, unique=True),
+        sa.Index("ix_escalation_hosts_instance", hosts.c.instance_id),
+        sa.Index("ix_escalation_components_component", components.c.component),
+    ]
+
+
+_V3_INDEXES = _define_v3_indexes()
+
 
 def _v1_initial(conn: sa.Connection) -> None:
     md = sa.MetaData()
@@ -122,8 +145,24 @@ def _v2_pseudonym_keys(conn: sa.Connection) -> None:
         table.create(conn)
 
 
+def _v3_sync_columns(conn: sa.Connection) -> None:
+    text_type = sa.Text().compile(dialect=conn.dialect)
+    for table, names in _V3_COLUMNS.items():
+        for name in names:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {text_type}")
+    # Cases filed before version 3: the time of their "filed" event.
+    filed = (
+        sa.select(sa.func.min(events.c.at))
+        .where(events.c.escalation_id == escalations.c.id, events.c.kind == "filed")
+        .scalar_subquery()
+    )
+    conn.execute(escalations.update().values(filed_at=filed))
+    for index in _V3_INDEXES:
+        index.create(conn)
+
+
 # Ordered: MIGRATIONS[i] brings the schema from version i to version i + 1. Append only.
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v1_initial, _v2_pseudonym_keys]
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v1_initial, _v2_pseudonym_keys, _v3_sync_columns]
 
 
 def current_version(conn: sa.Connection) -> int:

@@ -8,11 +8,12 @@ import json
 import random
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -21,9 +22,19 @@ from fabricase.config import Paths
 from fabricase.errors import NotFoundError, TrackerError
 from fabricase.models import Escalation, EscalationEvent, EscalationState, Severity
 from fabricase.tracker import db, schema
-from fabricase.tracker.records import assemble, format_escalation_id, iso, parse_escalation_id
+from fabricase.tracker.records import (
+    DEFAULT_STALE_AFTER,
+    Tracked,
+    assemble,
+    comment_identity,
+    desk_time,
+    format_escalation_id,
+    iso,
+    parse_escalation_id,
+    track,
+)  # fmt: skip
 
-__all__ = ["STATE_FILTERS", "Tracker"]
+__all__ = ["STATE_FILTERS", "Coverage", "DeskComment", "SyncChange", "Tracker"]
 
 STATE_FILTERS = ("open", "waiting", "all", *(s.value for s in EscalationState))
 # Two writers can pick the same next number on PostgreSQL (SQLite serializes writers): the loser retries
@@ -36,6 +47,38 @@ _READ = "cannot read the escalation database"
 
 def _text(value: str | Path | None) -> str | None:
     return None if value is None else str(value)
+
+
+class DeskComment(Protocol):
+    """A comment as a desk returns it (providers.base.CaseComment has this shape)."""
+
+    at: str
+    author: str
+    body: str
+    from_provider: bool
+
+
+@dataclass(frozen=True)
+class SyncChange:
+    """What one sync changed on one escalation."""
+
+    state_from: EscalationState
+    state_to: EscalationState
+    raw_status: str | None
+    new_comments: int
+    last_reply_at: str | None
+
+    @property
+    def changed(self) -> bool:
+        return self.state_from != self.state_to or self.new_comments > 0
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """An open escalation that already covers some of what a new one would: what it covers, in words."""
+
+    escalation_id: str
+    matched: tuple[str, ...]  # "host gpu001", "instance i-0abc", "switch:leaf-3"
 
 
 class Tracker:
@@ -98,10 +141,14 @@ class Tracker:
         return iso(self._now())
 
     @staticmethod
-    def _current(conn: sa.Connection, esc_id: str) -> sa.RowMapping:
+    def _current(conn: sa.Connection, esc_id: str, *, lock: bool = False) -> sa.RowMapping:
+        """The escalation's row. lock: hold it until the transaction ends (PostgreSQL: a second writer of the
+        same escalation waits, then reads what the first wrote: no lost update; SQLite writers are serialized
+        by BEGIN IMMEDIATE already)."""
         key = format_escalation_id(parse_escalation_id(esc_id))
         table = schema.escalations
-        row = conn.execute(sa.select(table).where(table.c.id == key)).mappings().first()
+        query = sa.select(table).where(table.c.id == key)
+        row = conn.execute(query.with_for_update() if lock else query).mappings().first()
         if row is None:
             raise NotFoundError("no such escalation", where=key)
         return row
@@ -112,11 +159,18 @@ class Tracker:
         conn.execute(table.update().where(table.c.id == esc_id).values(updated_at=at, **values))
 
     @staticmethod
-    def _event(conn: sa.Connection, esc_id: str, at: str, kind: str, detail: str, data: dict | None) -> None:
+    def _event(
+        conn: sa.Connection, esc_id: str, at: str, kind: str, detail: str, data: dict | None,
+        external_id: str | None = None,
+    ) -> None:  # fmt: skip
         payload = json.dumps(data, sort_keys=True, default=str) if data else None
-        conn.execute(schema.events.insert().values(escalation_id=esc_id, at=at, kind=kind, detail=detail, data=payload))
+        conn.execute(schema.events.insert().values(
+            escalation_id=esc_id, at=at, kind=kind, detail=detail, data=payload, external_id=external_id
+        ))  # fmt: skip
 
-    def _insert_new(self, conn: sa.Connection, at: str, fields: dict[str, Any], hosts: list, comps: list) -> str:
+    def _insert_new(
+        self, conn: sa.Connection, at: str, fields: dict[str, Any], hosts: list, comps: list, instances: Mapping
+    ) -> str:
         seq = (conn.execute(sa.select(sa.func.max(schema.escalations.c.seq))).scalar() or 0) + 1
         esc_id = format_escalation_id(seq)
         state = EscalationState.DRAFT.value
@@ -124,7 +178,8 @@ class Tracker:
             schema.escalations.insert().values(id=esc_id, seq=seq, state=state, created_at=at, updated_at=at, **fields)
         )
         if hosts:
-            conn.execute(schema.hosts.insert(), [{"escalation_id": esc_id, "host": h} for h in hosts])
+            rows = [{"escalation_id": esc_id, "host": h, "instance_id": instances.get(h)} for h in hosts]
+            conn.execute(schema.hosts.insert(), rows)
         if comps:
             rows = [{"escalation_id": esc_id, "host": h, "component": c} for h, c in comps]
             conn.execute(schema.components.insert(), rows)
@@ -143,22 +198,25 @@ class Tracker:
         severity: Severity | str,
         hosts: list[str],
         components: list[tuple[str | None, str]],
+        instances: Mapping[str, str] | None = None,
     ) -> Escalation:
-        """A new escalation in state draft, with the id FC-<highest number + 1>."""
+        """A new escalation in state draft, with the id FC-<highest number + 1>. instances: host -> the
+        provider's instance id, for the hosts that have one (a host named only here is added to `hosts`)."""
         fields = {
             "provider": provider,
             "title": title,
             "symptom": symptom,
             "severity": Severity(severity).value,
         }
-        unique_hosts = list(dict.fromkeys(hosts))
+        instances = {h: i for h, i in (instances or {}).items() if i}
+        unique_hosts = list(dict.fromkeys([*hosts, *instances]))
         unique_components = list(dict.fromkeys((h or None, c) for h, c in components))
         at = self._stamp()
         with db.guard("cannot record the escalation", self.where):
             for attempt in itertools.count(1):
                 try:
                     with db.transaction(self._engine, write=True) as conn:
-                        esc_id = self._insert_new(conn, at, fields, unique_hosts, unique_components)
+                        esc_id = self._insert_new(conn, at, fields, unique_hosts, unique_components, instances)
                     break
                 except sa_exc.IntegrityError:
                     if attempt >= _CREATE_ATTEMPTS:
@@ -188,8 +246,8 @@ class Tracker:
         }
         at = self._stamp()
         with self._write("cannot record the filing") as conn:
-            key = self._current(conn, esc_id)["id"]
-            self._update(conn, key, at, **fields)
+            key = self._current(conn, esc_id, lock=True)["id"]
+            self._update(conn, key, at, filed_at=at, **fields)
             data = {
                 "case_id": provider_case_id,
                 **{k: fields[k] for k in ("raw_status", "state", "ticket_path")},
@@ -201,7 +259,7 @@ class Tracker:
         """Append to an escalation's history (comment, attach, sync, ...)."""
         at = self._stamp()
         with self._write("cannot record the event") as conn:
-            key = self._current(conn, esc_id)["id"]
+            key = self._current(conn, esc_id, lock=True)["id"]
             self._update(conn, key, at)
             self._event(conn, key, at, kind, detail, data)
         return EscalationEvent(at=at, kind=kind, detail=detail, data=dict(data or {}))
@@ -218,7 +276,7 @@ class Tracker:
         new = EscalationState(state).value
         at = self._stamp()
         with self._write("cannot record the state change") as conn:
-            row = self._current(conn, esc_id)
+            row = self._current(conn, esc_id, lock=True)
             key, old = row["id"], row["state"]
             status = row["raw_status"] if raw_status is None else raw_status
             if old != new or status != row["raw_status"]:
@@ -260,8 +318,62 @@ class Tracker:
             row = self._current(conn, esc_id)
             return assemble(conn, [row], [row["id"]], events=True)[0]
 
-    def list(self, *, provider: str | None = None, state: str = "open") -> list[Escalation]:
-        """Escalations oldest first, without their history. state: open, waiting, all, or one state."""
+    def record_sync(
+        self, esc_id: str, *, raw_status: str, state: EscalationState | str, comments: Iterable[DeskComment]
+    ) -> SyncChange:
+        """Record what the desk says now, in one transaction: the state and raw status (a "state" event when
+        they change), each desk comment not seen before (a "comment" event at the desk's time, identified by
+        comment_identity; one we posted ourselves is matched to its desk copy, not recorded twice), the time
+        of the provider's last reply, and when this sync ran."""
+        new = EscalationState(state)
+        at = self._stamp()
+        table = schema.events
+        with self._write("cannot record the sync") as conn:
+            row = self._current(conn, esc_id, lock=True)
+            key, old = row["id"], EscalationState(row["state"])
+            mine = sa.and_(table.c.escalation_id == key, table.c.kind == "comment")
+            known = set(conn.execute(sa.select(table.c.external_id).where(mine, table.c.external_id.is_not(None)))
+                        .scalars())  # fmt: skip
+            ours: dict[str, list[int]] = {}
+            for event_id, body in conn.execute(
+                sa.select(table.c.id, table.c.detail).where(mine, table.c.external_id.is_(None)).order_by(table.c.id)
+            ):
+                ours.setdefault(body.strip(), []).append(event_id)
+            added, last_reply = 0, row["last_reply_at"]
+            for comment in comments:
+                identity = comment_identity(comment.at, comment.author, comment.body)
+                if identity in known:
+                    continue
+                known.add(identity)
+                posted = None if comment.from_provider else (ours.get(comment.body.strip()) or [None]).pop(0)
+                if posted is not None:
+                    conn.execute(table.update().where(table.c.id == posted).values(external_id=identity))
+                    continue
+                when = desk_time(comment.at) or at
+                data = {"author": comment.author, "from_provider": comment.from_provider, "desk_at": comment.at}
+                self._event(conn, key, when, "comment", comment.body, data, external_id=identity)
+                added += 1
+                if comment.from_provider and (last_reply is None or when > last_reply):
+                    last_reply = when
+            status = raw_status if raw_status is not None else row["raw_status"]
+            if old != new or status != row["raw_status"]:
+                detail = f"{old} -> {new}: the desk says {status!r}"
+                self._event(conn, key, at, "state", detail,
+                            {"from": old.value, "to": new.value, "raw_status": status, "note": "sync"})
+            change = SyncChange(old, new, status, added, last_reply)
+            values = dict(last_synced_at=at, last_reply_at=last_reply, state=new.value, raw_status=status)
+            if change.changed or status != row["raw_status"]:
+                self._event(conn, key, at, "sync", f"desk status {status!r}, {added} new comment(s)",
+                            {"raw_status": status, "new_comments": added})
+                self._update(conn, key, at, **values)
+            else:
+                esc = schema.escalations
+                conn.execute(esc.update().where(esc.c.id == key).values(**values))
+        return change
+
+    def _conditions(
+        self, *, provider: str | None, state: str, host: str | None, older_than: timedelta | None
+    ) -> list[Any]:
         table = schema.escalations
         conditions = [] if provider is None else [table.c.provider == provider]
         if state == "open":
@@ -272,6 +384,83 @@ class Tracker:
             if state not in STATE_FILTERS:
                 raise TrackerError(f"unknown state filter {state!r} (valid: {', '.join(STATE_FILTERS)})")
             conditions.append(table.c.state == EscalationState(state).value)
+        if host is not None:
+            hosts = schema.hosts
+            covering = sa.select(hosts.c.escalation_id).where(sa.or_(hosts.c.host == host, hosts.c.instance_id == host))
+            conditions.append(table.c.id.in_(covering))
+        if older_than is not None:
+            conditions.append(table.c.created_at <= iso(self._now() - older_than))
+        return conditions
+
+    def list(
+        self,
+        *,
+        provider: str | None = None,
+        state: str = "open",
+        host: str | None = None,
+        older_than: timedelta | None = None,
+    ) -> list[Escalation]:
+        """Escalations oldest first, without their history. state: open, waiting, all, or one state; host: a
+        host name or instance id they cover; older_than: created at least this long ago."""
+        table = schema.escalations
+        conditions = self._conditions(provider=provider, state=state, host=host, older_than=older_than)
         with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
             rows = conn.execute(sa.select(table).where(*conditions).order_by(table.c.seq)).mappings().all()
             return assemble(conn, rows, sa.select(table.c.id).where(*conditions), events=False)
+
+    def overview(
+        self,
+        *,
+        provider: str | None = None,
+        state: str = "open",
+        host: str | None = None,
+        older_than: timedelta | None = None,
+        stale_after: timedelta = DEFAULT_STALE_AFTER,
+    ) -> list[Tracked]:
+        """The morning view: like list(), grouped by provider then oldest first, each with its instance ids,
+        the provider's last reply, who is waiting on whom and whether it is stale."""
+        table = schema.escalations
+        conditions = self._conditions(provider=provider, state=state, host=host, older_than=older_than)
+        query = sa.select(table).where(*conditions).order_by(table.c.provider, table.c.seq)
+        with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
+            rows = conn.execute(query).mappings().all()
+            ids = sa.select(table.c.id).where(*conditions)
+            return track(conn, rows, ids, now=self._now(), stale_after=stale_after)
+
+    def tracked(self, esc_id: str, *, stale_after: timedelta = DEFAULT_STALE_AFTER) -> Tracked:
+        """One escalation as overview() shows it, with its history."""
+        with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
+            row = self._current(conn, esc_id)
+            view = track(conn, [row], [row["id"]], now=self._now(), stale_after=stale_after)[0]
+            full = assemble(conn, [row], [row["id"]], events=True)[0]
+        return Tracked(**{**view.__dict__, "escalation": full})
+
+    def covering(
+        self,
+        *,
+        provider: str | None,
+        hosts: Iterable[str] = (),
+        instances: Iterable[str] = (),
+        components: Iterable[str] = (),
+    ) -> list[Coverage]:
+        """Open escalations (of `provider`; None: any) that already cover one of these hosts, instance ids or
+        shared components (switch:leaf-3, network-node:..., block:...), oldest first."""
+        esc, h, c = schema.escalations, schema.hosts, schema.components
+        wanted = {"hosts": sorted(set(hosts)), "instances": sorted(set(instances) - {""}),
+                  "components": sorted(set(components))}  # fmt: skip
+        opened = [esc.c.state.not_in(_CLOSED)] + ([] if provider is None else [esc.c.provider == provider])
+        queries = [
+            ("host", sa.select(esc.c.id, esc.c.seq, h.c.host).join(h, h.c.escalation_id == esc.c.id)
+             .where(h.c.host.in_(wanted["hosts"]))),
+            ("instance", sa.select(esc.c.id, esc.c.seq, h.c.instance_id).join(h, h.c.escalation_id == esc.c.id)
+             .where(h.c.instance_id.in_(wanted["instances"]))),
+            ("", sa.select(esc.c.id, esc.c.seq, c.c.component).join(c, c.c.escalation_id == esc.c.id)
+             .where(c.c.host.is_(None), c.c.component.in_(wanted["components"]))),
+        ]  # fmt: skip
+        found: dict[str, tuple[int, list[str]]] = {}
+        with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
+            for label, query in queries:
+                for esc_id, seq, what in conn.execute(query.where(*opened)):
+                    found.setdefault(esc_id, (seq, []))[1].append(f"{label} {what}".strip())
+        ordered = sorted(found.items(), key=lambda item: item[1][0])
+        return [Coverage(esc_id, tuple(dict.fromkeys(matched))) for esc_id, (_seq, matched) in ordered]
