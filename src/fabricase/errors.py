@@ -13,7 +13,8 @@
     ├── ProviderError               unknown provider, or a provider/desk API call failed
     │   └── UnsupportedError        a provider lacks a capability (declared up front)
     └── TrackerError                the escalation store cannot be opened or updated
-        └── NotFoundError           an escalation id that does not exist
+        ├── NotFoundError           an escalation id that does not exist
+        └── DuplicateError          an open escalation already covers these hosts (`open --force` files anyway)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "CaptureInterrupted",
     "ConfigError",
     "CorruptItemError",
+    "DuplicateError",
     "FabricaseError",
     "NotFoundError",
     "ParseError",
@@ -100,3 +102,13 @@ class TrackerError(FabricaseError):
 
 class NotFoundError(TrackerError):
     pass
+
+
+class DuplicateError(TrackerError):
+    """Open escalations already cover the hosts, instances or shared components of a new one. .duplicates:
+    [(escalation id, what it covers in words)]."""
+
+    def __init__(self, message: str, *, where: str | None = None,
+                 duplicates: list[tuple[str, tuple[str, ...]]] | None = None) -> None:
+        super().__init__(message, where=where)
+        self.duplicates = list(duplicates or [])

@@ -34,7 +34,14 @@ from fabricase.collectors import select_collectors
 from fabricase.collectors.framing import parse_stream
 from fabricase.collectors.plan import CapturePlan, compile_script
 from fabricase.config import Paths
-from fabricase.errors import CaptureError, CaptureInterrupted, ConfigError, ParseError, TargetError
+from fabricase.errors import (
+    CaptureError,
+    CaptureInterrupted,
+    ConfigError,
+    DuplicateError,
+    ParseError,
+    TargetError,
+)
 from fabricase.models import (
     Bundle,
     Capture,
@@ -48,11 +55,12 @@ from fabricase.models import (
     TicketDraft,
 )
 from fabricase.targets import Targets
+from fabricase.transports import HostRun, Transport, get_transport, is_local_name
 
 if TYPE_CHECKING:
     from fabricase.providers.base import PlannedRequest
     from fabricase.redact import Redactor
-from fabricase.transports import HostRun, Transport, get_transport, is_local_name
+    from fabricase.tracker.store import Tracker
 
 __all__ = [
     "CollectOptions",
@@ -559,9 +567,41 @@ class OpenResult:
     requests: list[PlannedRequest] = field(default_factory=list)  # --dry-run: what filing would send
 
 
+_SERIOUS = (Severity.CRITICAL, Severity.MAJOR)
+
+
+def coverage(capture: Capture, findings: list[Finding],
+             placements: list[Placement]) -> tuple[list[str], dict[str, str], list[tuple[None, str]]]:
+    """What an escalation covers: the hosts with a major or critical finding (every captured host when none
+    has: the symptom is the whole job's), their instance ids, and the shared components found at fault."""
+    faulty = sorted({f.host for f in findings if f.host and f.severity in _SERIOUS})
+    hosts = faulty or [hc.host for hc in capture.hosts]
+    instances = {p.host: p.instance_id for p in placements if p.instance_id and p.host in hosts}
+    shared = sorted({(None, f.component) for f in findings if f.host is None and f.severity in _SERIOUS},
+                    key=lambda hc: hc[1])
+    return hosts, instances, shared
+
+
+def refuse_duplicates(tracker: Tracker, provider: str, hosts: list[str], instances: dict[str, str],
+                      shared: list[tuple[None, str]]) -> None:
+    """Raise DuplicateError, naming each open escalation that already covers one of these, and what."""
+    from fabricase.filing import explain_duplicates
+
+    found = explain_duplicates(tracker, provider=provider, hosts=hosts, instances=instances, components=shared)
+    if not found:
+        return
+    said = "; ".join(f"{esc.id} ({', '.join(what[:3])}{', ...' if len(what) > 3 else ''})" for esc, what in found)
+    first = found[0][0].id
+    raise DuplicateError(f"already covered by open escalation(s) {said}: add this evidence with "
+                         f"`fabricase attach {first} FILE`, or file a new case anyway with --force",
+                         where=provider, duplicates=[(esc.id, what) for esc, what in found])
+
+
 def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, symptom: str,
-                    severity: Severity | None, dry_run: bool = False, pseudonymize: bool = False) -> OpenResult:
+                    severity: Severity | None, dry_run: bool = False, pseudonymize: bool = False,
+                    force: bool = False) -> OpenResult:
     """Analyze, locate, bundle, render, file and track one escalation for an existing capture."""
+    from fabricase.filing import file_escalation
     from fabricase.providers import get_provider
     from fabricase.tracker.store import Tracker
 
@@ -602,10 +642,12 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
         return OpenResult(capture, findings, bundle, draft, None, ticket, placements=placements, requests=requests)
 
     tracker = Tracker.open(paths)
-    hosts = [h.host for h in capture.hosts]
+    hosts, instances, shared = coverage(capture, findings, placements)
+    if not force:
+        refuse_duplicates(tracker, provider_name, hosts, instances, shared)
     components = sorted({(f.host, f.component) for f in findings}, key=lambda hc: (hc[0] or "", hc[1]))
     esc = tracker.create(provider=provider_name, title=symptom[:120], symptom=symptom, severity=severity,
-                         hosts=hosts, components=components)
+                         hosts=hosts, components=components, instances=instances)
     redactor = make_redactor(capture, pseudonymize=pseudonymize,
                              key=tracker.pseudonym_key(esc.id) if pseudonymize else None)
     inner = make_draft(capture, findings, bundle_id=None, escalation_id=esc.id, **draft_kw)
@@ -614,12 +656,8 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     tracker.add_event(esc.id, "bundle", f"bundle {bundle.bundle_id[:16]} built", {"path": str(bundle.path)})
     draft = redact_draft(make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=esc.id,
                                     **draft_kw), redactor)
-    result = provider.file_case(escalation_id=esc.id, draft=fit_draft(draft, desk_of(provider_name)),
-                                bundle_path=bundle.path)
-    location = Path(result.location)
-    ticket = location / "ticket.md" if (location / "ticket.md").is_file() else location
-    esc = tracker.mark_filed(esc.id, provider_case_id=result.case_id, raw_status=result.raw_status,
-                             state=result.state, ticket_path=str(ticket), bundle_id=bundle.bundle_id,
-                             bundle_path=str(bundle.path))
-    return OpenResult(capture, findings, bundle, draft, esc, ticket, filed_at=result.location,
+    # Idempotent: the intent is recorded before the desk is called, and a retry reconciles by the case marker.
+    esc = file_escalation(tracker, provider, esc.id, fit_draft(draft, desk_of(provider_name)), bundle.path)
+    ticket = Path(esc.ticket_path) if esc.ticket_path else bundle.path
+    return OpenResult(capture, findings, bundle, draft, esc, ticket, filed_at=esc.ticket_path,
                       placements=placements)

@@ -65,13 +65,19 @@ def test_collect_analyze_and_replay_agree_with_the_live_run(run, tmp_path, host_
     assert any(f["component"] == "netdev:eth1" and f["kind"] == "link-down" for f in live["findings"])
     # The live run's own capture, analyzed offline, and replayed through open.
     assert run.json("analyze", live["capture_dir"])["findings"] == live["findings"]
-    assert run.json("open", "--replay", live["capture_dir"], "--symptom", "x")["findings"] == live["findings"]
+    # The same faulty host again: refused, naming the case that covers it, and nothing new is filed.
+    refused = run("open", "--replay", live["capture_dir"], "--symptom", "x", code=1)
+    assert "already covered by open escalation(s) FC-1 (host localhost)" in refused.stderr
+    assert "fabricase attach FC-1" in refused.stderr and "Traceback" not in refused.stderr
+    assert [e["id"] for e in run.json("list", "--state", "all")] == ["FC-1"]
+    forced = run.json("open", "--replay", live["capture_dir"], "--symptom", "x", "--force")
+    assert forced["findings"] == live["findings"] and forced["escalation_id"] == "FC-2"
     # A separate collect of the same host tree gives the same findings through analyze and open --replay.
     cap = tmp_path / "D"
     collected = run.json("collect", "--hosts", "localhost", "-o", str(cap), "--interval", "0", "--root", str(host_tree))
     assert collected["capture_dir"] == str(cap) and collected["hosts"][0]["status"] == "ok"
     offline = run.json("analyze", str(cap))["findings"]
-    replayed = run.json("open", "--replay", str(cap), "--symptom", "x")["findings"]
+    replayed = run.json("open", "--replay", str(cap), "--symptom", "x", "--force")["findings"]
     assert offline == replayed == live["findings"]
     # And the bundle file itself is a valid input.
     assert run.json("analyze", live["bundle_path"])["findings"] == live["findings"]

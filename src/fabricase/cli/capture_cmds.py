@@ -209,8 +209,10 @@ def draft(source, provider, symptom, severity, as_json):
 @click.option("--severity", type=_SEVERITIES, default=None, help="Override the severity from the findings.")
 @click.option("--dry-run", is_flag=True, help="Capture, analyze, bundle and draft; file and track nothing.")
 @_pseudonymize_option
+@click.option("--force", is_flag=True,
+              help="File even when an open escalation already covers these hosts, instances or switches.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def open_(symptom, provider, severity, dry_run, pseudonymize, as_json, **target):
+def open_(symptom, provider, severity, dry_run, pseudonymize, force, as_json, **target):
     """Capture, analyze, bundle, draft, file and track one escalation."""
     from fabricase.pipeline import open_escalation
 
@@ -219,7 +221,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, as_json, **target)
         err_console.print("warning: no host was captured; the ticket will say so", style="yellow")
     result = open_escalation(capture, paths(), provider_name=provider, symptom=symptom,
                              severity=Severity(severity) if severity else None, dry_run=dry_run,
-                             pseudonymize=pseudonymize)
+                             pseudonymize=pseudonymize, force=force)
     esc = result.escalation
     if as_json:
         emit_json({
