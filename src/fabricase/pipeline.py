@@ -11,8 +11,10 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -565,6 +567,7 @@ class OpenResult:
     filed_at: str | None = None
     placements: list[Placement] = field(default_factory=list)
     requests: list[PlannedRequest] = field(default_factory=list)  # --dry-run: what filing would send
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase (open_escalation)
 
 
 _SERIOUS = (Severity.CRITICAL, Severity.MAJOR)
@@ -597,31 +600,50 @@ def refuse_duplicates(tracker: Tracker, provider: str, hosts: list[str], instanc
                          where=provider, duplicates=[(esc.id, what) for esc, what in found])
 
 
+class _Clock:
+    """Seconds spent per phase of one run (`with clock("bundle"): ...`), for the record of where time goes."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spent[phase] = round(self.spent.get(phase, 0.0) + time.perf_counter() - t0, 4)
+
+
 def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, symptom: str,
                     severity: Severity | None, dry_run: bool = False, pseudonymize: bool = False,
                     force: bool = False) -> OpenResult:
-    """Analyze, locate, bundle, render, file and track one escalation for an existing capture."""
+    """Analyze, locate, bundle, render, file and track one escalation for an existing capture. The result's
+    `timings` say where the time went: locate, analyze, render, bundle, record, file (the desk, uploads included)."""
     from fabricase.filing import file_escalation
     from fabricase.providers import get_provider
+    from fabricase.templates.ruled_out import checks_run
     from fabricase.tracker.store import Tracker
 
+    clock = _Clock()
     provider = get_provider(provider_name, paths)
-    located = [dataclasses.replace(p, source=p.source or f"provider:{provider_name}")
-               for p in provider.locate(host_summaries(capture))]
-    try:
-        stored = load_placements(capture.root) or []
-    except ParseError as exc:
-        raise ParseError(f"{exc.message}; fix or remove it before opening", where=exc.where) from exc
-    # Stored before the bundle is built, so that the bundle carries them and re-analysis names the switch.
-    placements = merge_placements(stored, located)
-    write_placements(capture.root, placements)
+    with clock("locate"):
+        located = [dataclasses.replace(p, source=p.source or f"provider:{provider_name}")
+                   for p in provider.locate(host_summaries(capture))]
+        try:
+            stored = load_placements(capture.root) or []
+        except ParseError as exc:
+            raise ParseError(f"{exc.message}; fix or remove it before opening", where=exc.where) from exc
+        # Stored before the bundle is built, so that the bundle carries them and re-analysis names the switch.
+        placements = merge_placements(stored, located)
+        write_placements(capture.root, placements)
     samples: dict[str, list[MetricSample]] = {}
-    findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
+    with clock("analyze"):
+        findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
     severity = severity or worst_severity(findings)
-    from fabricase.templates.ruled_out import checks_run
-
-    draft_kw = dict(provider=provider_name, symptom=symptom, severity=severity, placements=placements,
-                    checks=checks_run(capture.hosts))
+    with clock("render"):
+        draft_kw = dict(provider=provider_name, symptom=symptom, severity=severity, placements=placements,
+                        checks=checks_run(capture.hosts))
     bundle_kw = dict(placements=placements, samples=samples, symptom=symptom)
 
     if dry_run:
@@ -630,34 +652,45 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
             with Tracker.open(paths) as keys:
                 key = keys.pseudonym_key(bundle_scope(capture))
         redactor = make_redactor(capture, pseudonymize=pseudonymize, key=key)
-        inner = make_draft(capture, findings, bundle_id=None, escalation_id=None, **draft_kw)
+        with clock("render"):
+            inner = make_draft(capture, findings, bundle_id=None, escalation_id=None, **draft_kw)
         bundle_path = paths.bundles / f"dry-run-{capture.root.name}.tar.gz"
-        bundle = build_bundle_for(capture, findings, inner, bundle_path, redactor=redactor, **bundle_kw)
-        draft = redact_draft(make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=None,
-                                        **draft_kw), redactor)
+        with clock("bundle"):
+            bundle = build_bundle_for(capture, findings, inner, bundle_path, redactor=redactor, **bundle_kw)
+        with clock("render"):
+            draft = redact_draft(make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=None,
+                                            **draft_kw), redactor)
         ticket = bundle_path.with_suffix("").with_suffix(".ticket.md")
         ticket.write_text(draft.title + "\n\n" + draft.body)
         requests = provider.plan_case(escalation_id="FC-dry-run", draft=fit_draft(draft, desk_of(provider_name)),
                                       bundle_path=bundle.path)
-        return OpenResult(capture, findings, bundle, draft, None, ticket, placements=placements, requests=requests)
+        return OpenResult(capture, findings, bundle, draft, None, ticket, placements=placements, requests=requests,
+                          timings=clock.spent)
 
-    tracker = Tracker.open(paths)
-    hosts, instances, shared = coverage(capture, findings, placements)
-    if not force:
-        refuse_duplicates(tracker, provider_name, hosts, instances, shared)
-    components = sorted({(f.host, f.component) for f in findings}, key=lambda hc: (hc[0] or "", hc[1]))
-    esc = tracker.create(provider=provider_name, title=symptom[:120], symptom=symptom, severity=severity,
-                         hosts=hosts, components=components, instances=instances)
-    redactor = make_redactor(capture, pseudonymize=pseudonymize,
-                             key=tracker.pseudonym_key(esc.id) if pseudonymize else None)
-    inner = make_draft(capture, findings, bundle_id=None, escalation_id=esc.id, **draft_kw)
-    bundle = build_bundle_for(capture, findings, inner, paths.bundles / f"{esc.id}-{capture.root.name}.tar.gz",
-                              redactor=redactor, **bundle_kw)
-    tracker.add_event(esc.id, "bundle", f"bundle {bundle.bundle_id[:16]} built", {"path": str(bundle.path)})
-    draft = redact_draft(make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=esc.id,
-                                    **draft_kw), redactor)
-    # Idempotent: the intent is recorded before the desk is called, and a retry reconciles by the case marker.
-    esc = file_escalation(tracker, provider, esc.id, fit_draft(draft, desk_of(provider_name)), bundle.path)
+    with clock("record"):
+        tracker = Tracker.open(paths)
+        hosts, instances, shared = coverage(capture, findings, placements)
+        if not force:
+            refuse_duplicates(tracker, provider_name, hosts, instances, shared)
+        components = sorted({(f.host, f.component) for f in findings}, key=lambda hc: (hc[0] or "", hc[1]))
+        esc = tracker.create(provider=provider_name, title=symptom[:120], symptom=symptom, severity=severity,
+                             hosts=hosts, components=components, instances=instances)
+        redactor = make_redactor(capture, pseudonymize=pseudonymize,
+                                 key=tracker.pseudonym_key(esc.id) if pseudonymize else None)
+    with clock("render"):
+        inner = make_draft(capture, findings, bundle_id=None, escalation_id=esc.id, **draft_kw)
+    with clock("bundle"):
+        bundle = build_bundle_for(capture, findings, inner,
+                                  paths.bundles / f"{esc.id}-{capture.root.name}.tar.gz", redactor=redactor,
+                                  **bundle_kw)
+    with clock("record"):
+        tracker.add_event(esc.id, "bundle", f"bundle {bundle.bundle_id[:16]} built", {"path": str(bundle.path)})
+    with clock("render"):
+        draft = redact_draft(make_draft(capture, findings, bundle_id=bundle.bundle_id, escalation_id=esc.id,
+                                        **draft_kw), redactor)
+    with clock("file"):
+        # Idempotent: the intent is recorded before the desk is called, and a retry reconciles by the case marker.
+        esc = file_escalation(tracker, provider, esc.id, fit_draft(draft, desk_of(provider_name)), bundle.path)
     ticket = Path(esc.ticket_path) if esc.ticket_path else bundle.path
     return OpenResult(capture, findings, bundle, draft, esc, ticket, filed_at=esc.ticket_path,
-                      placements=placements)
+                      placements=placements, timings=clock.spent)

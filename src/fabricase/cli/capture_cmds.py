@@ -236,6 +236,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, as_json, **
             "hosts": hosts_json(result.capture),
             "findings": [f.to_dict() for f in result.findings],
             "requests": [r.to_dict() for r in result.requests],
+            "timings_s": result.timings,
         })
         return
     print_hosts(result.capture)
