@@ -1,37 +1,35 @@
-"""The embedded default provider: topology from a hand-written inventory, and an outbox for a desk.
+"""The embedded default provider: topology from a hand-written inventory, and a desk from configuration.
 
 Inventory (optional), CONFIG/inventory.json:
 
     {"hosts": {"gpu001": {"rack": "r1", "switch": "leaf-3", "instance_id": "i-0abc", "zone": "z1"}}}
 
-Outbox: each filing writes DATA/outbox/<escalation id>/ with ticket.md, summary.md, case.json and a copy of
-the bundle, for an engineer to send by hand (mail, a portal, a desk without an API).
+Desk, `[providers.static] desk` in config.toml (providers/desks/): the outbox by default (each filing writes
+DATA/outbox/<escalation id>/ for an engineer to send by hand), or Jira Service Management, Zendesk or email.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fabricase.config import Paths
-from fabricase.errors import ConfigError, ProviderError
-from fabricase.models import EscalationState, Placement, TicketDraft
-from fabricase.providers.base import Feature, FilingResult, Provider
+from fabricase.config import Paths, provider_profile
+from fabricase.errors import ConfigError
+from fabricase.models import Placement, TicketDraft
+from fabricase.providers.base import CaseStatus, CheckResult, Feature, FilingResult, PlannedRequest, Provider
+from fabricase.providers.desks import Desk, make_desk
+from fabricase.providers.desks.outbox import CASE_PREFIX, OUTBOX_STATUS, OutboxDesk
 
 __all__ = ["CASE_PREFIX", "OUTBOX_STATUS", "StaticProvider", "load_inventory"]
 
 INVENTORY_FILE = "inventory.json"
-CASE_PREFIX = "outbox-"
-OUTBOX_STATUS = "written-to-outbox"
+NO_FAULTY_HOST_CHANNEL = "no provider API: the static provider has no faulty-host channel"
 _PLACEMENT_FIELDS = ("instance_id", "instance_type", "region", "zone", "placement_group")
 _TOPOLOGY_FIELDS = ("switch", "rack")  # outermost first, as Placement.topology wants
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _check_entry(path: Path, host: str, entry: Any) -> dict[str, str]:
@@ -77,34 +75,23 @@ def _placement(host: str, entry: dict[str, str] | None) -> Placement:
     )
 
 
-def _write_atomic(path: Path, data: str | bytes) -> None:
-    """Write via a temporary file, so that an interrupted filing never leaves half a ticket."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    else:
-        tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _copy_atomic(source: Path, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
-
-
 class StaticProvider(Provider):
-    """No cloud API: placements come from the inventory file, cases go to the outbox."""
+    """No cloud API: placements come from the inventory file, cases go to the configured desk (the outbox by
+    default). `unsupported` is the class's for the outbox; an instance declares its own desk's."""
 
     name = "static"
     unsupported = {
-        Feature.FAULTY_HOST_REPORT: "no provider API: the static provider has no faulty-host channel",
-        Feature.SYNC: "outbox cases are updated by hand",
+        Feature.FAULTY_HOST_REPORT: NO_FAULTY_HOST_CHANNEL,
+        **OutboxDesk.unsupported,
     }
 
-    def __init__(self, paths: Paths, *, now: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, paths: Paths, *, now: Callable[[], datetime] | None = None, desk: Desk | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(paths)
         self._now = now or (lambda: datetime.now(UTC))
+        self.desk = desk or make_desk(paths, provider_profile(paths, self.name), now=self._now, sleep=sleep)
+        # Declared per instance: what the configured desk lacks, before any work starts.
+        self.unsupported = {Feature.FAULTY_HOST_REPORT: NO_FAULTY_HOST_CHANNEL, **self.desk.unsupported}
 
     @property
     def inventory_path(self) -> Path:
@@ -120,52 +107,45 @@ class StaticProvider(Provider):
         return placements
 
     def case_folder(self, escalation_id: str) -> Path:
-        if not _SAFE_NAME.fullmatch(escalation_id):
-            raise ProviderError(f"not a usable escalation id for an outbox folder: {escalation_id!r}", where=self.name)
-        return self.paths.outbox / escalation_id
+        return self.desk.case_folder(escalation_id)
+
+    def plan_case(self, *, escalation_id: str, draft: TicketDraft, bundle_path: Path | None) -> list[PlannedRequest]:
+        return self.desk.plan(escalation_id, draft, bundle_path)
 
     def file_case(self, *, escalation_id: str, draft: TicketDraft, bundle_path: Path | None) -> FilingResult:
-        """Write the case to the outbox. Filing again finds the same case: case.json, written last, marks a
-        completed filing, and an interrupted one is completed."""
-        folder = self.case_folder(escalation_id)
-        case_file = folder / "case.json"
-        case_id = f"{CASE_PREFIX}{escalation_id}"
-        try:
-            if not case_file.is_file():
-                if bundle_path is not None and not Path(bundle_path).is_file():
-                    raise ProviderError("bundle file not found", where=str(bundle_path))
-                folder.mkdir(parents=True, exist_ok=True)
-                body = f"{draft.title}\n\n{draft.body}"
-                _write_atomic(folder / "ticket.md", body if body.endswith("\n") else body + "\n")
-                _write_atomic(folder / "summary.md", draft.summary or "")
-                if bundle_path is not None:
-                    _copy_atomic(Path(bundle_path), folder / Path(bundle_path).name)
-                case = {
-                    "case_id": case_id,
-                    "escalation_id": escalation_id,
-                    "title": draft.title,
-                    "severity": str(draft.severity),
-                    "hosts": list(draft.hosts),
-                    "components": list(draft.components),
-                    "bundle_id": draft.bundle_id,
-                    "bundle_file": Path(bundle_path).name if bundle_path is not None else None,
-                    "filed_at": self._now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                }
-                _write_atomic(case_file, json.dumps(case, indent=2, sort_keys=True) + "\n")
-        except OSError as exc:
-            raise ProviderError(f"cannot write to the outbox: {exc.strerror or exc}", where=str(folder)) from exc
-        return FilingResult(
-            case_id=case_id, raw_status=OUTBOX_STATUS, state=EscalationState.FILED, location=str(folder)
-        )
+        """File with the desk. Filing again for the same escalation finds the same case (and completes a
+        filing that stopped half way) instead of opening a second one."""
+        return self.desk.file(escalation_id, draft, bundle_path)
+
+    def find_case(self, escalation_id: str) -> FilingResult | None:
+        return self.desk.find(escalation_id)
 
     def resolve_case(self, case_id: str, note: str | None) -> None:
-        """Leave a `resolved` marker holding the note in the case's outbox folder."""
-        if not case_id.startswith(CASE_PREFIX):
-            raise ProviderError(f"not an outbox case id (expected {CASE_PREFIX}<escalation>)", where=case_id)
-        folder = self.case_folder(case_id.removeprefix(CASE_PREFIX))
-        if not (folder / "case.json").is_file():
-            raise ProviderError("no such outbox case", where=str(folder))
+        self.require(Feature.RESOLVE)
+        self.desk.resolve(case_id, note)
+
+    def attach(self, case_id: str, files: list[Path], note: str) -> None:
+        self.require(Feature.ATTACH)
+        self.desk.attach(case_id, files, note)
+
+    def comment(self, case_id: str, text: str) -> None:
+        self.require(Feature.COMMENT)
+        self.desk.comment(case_id, text)
+
+    def case_status(self, case_id: str) -> CaseStatus:
+        self.require(Feature.SYNC)
+        return self.desk.status(case_id)
+
+    def reopen_case(self, case_id: str, note: str) -> None:
+        self.require(Feature.REOPEN)
+        self.desk.reopen(case_id, note)
+
+    def check(self) -> list[CheckResult]:
+        """The inventory (readable, how many hosts), then the desk's own checks; files nothing."""
         try:
-            _write_atomic(folder / "resolved", f"{note}\n" if note else "")
-        except OSError as exc:
-            raise ProviderError(f"cannot write to the outbox: {exc.strerror or exc}", where=str(folder)) from exc
+            hosts = load_inventory(self.inventory_path)
+            inventory = CheckResult("inventory", True, f"{len(hosts)} host(s) in {self.inventory_path}" if hosts
+                                    else f"none at {self.inventory_path}: placements come from captures only")
+        except ConfigError as exc:
+            inventory = CheckResult("inventory", False, str(exc))
+        return [inventory, CheckResult("desk", True, self.desk.name), *self.desk.check()]
