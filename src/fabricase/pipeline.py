@@ -473,12 +473,16 @@ def findings_json(findings: list[Finding]) -> str:
     return json.dumps([f.to_dict() for f in findings], indent=2, sort_keys=True) + "\n"
 
 
-def desk_of(provider: str) -> str:
-    """The desk whose limits a provider's filings are fitted to (bundler.limits.DESK_LIMITS)."""
+def desk_of(provider: str, paths: Paths | None = None) -> str:
+    """The desk that takes a provider's cases, whose limits its filings are fitted to and whose ticket template
+    is rendered (bundler.limits.DESK_LIMITS): the static provider's configured desk (`[providers.static] desk`,
+    outbox by default), else the provider's own."""
     from fabricase.bundler.limits import DESK_LIMITS
+    from fabricase.config import provider_profile
 
     if provider == "static":
-        return "outbox"
+        desk = str(provider_profile(paths, "static").get("desk", "outbox")) if paths is not None else "outbox"
+        return desk if desk in DESK_LIMITS else "generic"
     return provider if provider in DESK_LIMITS else "generic"
 
 
@@ -641,9 +645,11 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     with clock("analyze"):
         findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
     severity = severity or worst_severity(findings)
+    desk = desk_of(provider_name, paths)
     with clock("render"):
-        draft_kw = dict(provider=provider_name, symptom=symptom, severity=severity, placements=placements,
-                        checks=checks_run(capture.hosts))
+        # The ticket is written for the desk that will read it: a static provider filing to Jira gets Jira's.
+        draft_kw = dict(provider=desk if provider_name == "static" and desk != "outbox" else provider_name,
+                        symptom=symptom, severity=severity, placements=placements, checks=checks_run(capture.hosts))
     bundle_kw = dict(placements=placements, samples=samples, symptom=symptom)
 
     if dry_run:
@@ -662,7 +668,7 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
                                             **draft_kw), redactor)
         ticket = bundle_path.with_suffix("").with_suffix(".ticket.md")
         ticket.write_text(draft.title + "\n\n" + draft.body)
-        requests = provider.plan_case(escalation_id="FC-dry-run", draft=fit_draft(draft, desk_of(provider_name)),
+        requests = provider.plan_case(escalation_id="FC-dry-run", draft=fit_draft(draft, desk),
                                       bundle_path=bundle.path)
         return OpenResult(capture, findings, bundle, draft, None, ticket, placements=placements, requests=requests,
                           timings=clock.spent)
@@ -690,7 +696,7 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
                                         **draft_kw), redactor)
     with clock("file"):
         # Idempotent: the intent is recorded before the desk is called, and a retry reconciles by the case marker.
-        esc = file_escalation(tracker, provider, esc.id, fit_draft(draft, desk_of(provider_name)), bundle.path)
+        esc = file_escalation(tracker, provider, esc.id, fit_draft(draft, desk), bundle.path)
     ticket = Path(esc.ticket_path) if esc.ticket_path else bundle.path
     return OpenResult(capture, findings, bundle, draft, esc, ticket, filed_at=esc.ticket_path,
                       placements=placements, timings=clock.spent)
