@@ -5,7 +5,13 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-from fabricase.cli import capture_cmds, provider_cmds, relay_cmd, track_cmds  # noqa: F401  (each registers its commands)
+from fabricase.cli import (  # noqa: F401  (each registers its commands)
+    capture_cmds,
+    metrics_cmds,
+    provider_cmds,
+    relay_cmd,
+    track_cmds,
+)
 from fabricase.cli.app import cli
 
 __all__ = ["cli", "main"]

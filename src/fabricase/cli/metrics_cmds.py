@@ -1,0 +1,146 @@
+"""Commands that export Prometheus metrics: `export` (one capture) and `watch` (capture on an interval)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from fabricase.cli.app import capture_from_targets, cli, paths, target_options
+from fabricase.cli.capture_cmds import _inventory_option, _load, _placements
+from fabricase.cli.output import emit_json, err_console, hosts_json, out_console
+from fabricase.errors import CaptureInterrupted, FabricaseError, TrackerError
+from fabricase.models import Capture, HostStatus
+
+_textfile_option = click.option(
+    "--textfile", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+    help="The node_exporter textfile directory: fabricase.prom is written there atomically.")
+_escalations_option = click.option(
+    "--escalations/--no-escalations", default=True, show_default=True,
+    help="Also export the tracker's open escalations (count per provider and state, oldest age, stale).")
+
+
+def _escalations(enabled: bool):
+    """The tracker's open escalations as series; a tracker that cannot be read is a warning, not a failure of
+    the capture's metrics."""
+    if not enabled:
+        return None
+    from fabricase.metrics import escalation_series
+    from fabricase.tracker.store import Tracker
+
+    try:
+        with Tracker.open(paths()) as tracker:
+            return escalation_series(tracker.overview(state="open"), datetime.now(UTC))
+    except TrackerError as exc:
+        err_console.print(f"warning: escalations not exported: {exc}", style="yellow", highlight=False,
+                          soft_wrap=True)
+        return None
+
+
+def _export(capture: Capture, source: str, inventory: Path | None, out_dir: Path, escalations: bool) -> dict:
+    """Analyze one capture and write its textfile; what was written, for --json and the round line."""
+    from fabricase.metrics import FamiliesCollector, capture_families, exported_samples, registry_of, write_textfile
+    from fabricase.pipeline import analyze_capture, topology_of
+
+    placements, _ = _placements(capture, source, inventory)
+    findings = analyze_capture(capture, topology_of(placements))
+    metric_families = capture_families(capture, findings, exported_samples(capture), placements,
+                                       _escalations(escalations))
+    path = write_textfile(out_dir, registry_of(FamiliesCollector(metric_families)))
+    return {"textfile": str(path), "capture_dir": str(capture.root), "created_at": capture.created_at,
+            "families": len(metric_families), "series": sum(len(f.samples) for f in metric_families),
+            "findings": len(findings), "hosts": hosts_json(capture), "_families": metric_families}
+
+
+def _public(result: dict) -> dict:
+    return {k: v for k, v in result.items() if not k.startswith("_")}
+
+
+@cli.command()
+@click.argument("source", metavar="DIR|BUNDLE")
+@_textfile_option
+@_inventory_option
+@_escalations_option
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON on stdout.")
+def export(source, out_dir, inventory, escalations, as_json):
+    """Analyze a capture directory or bundle and write its metrics (counter rates and totals, link states,
+    perf results, findings, open escalations) in the node_exporter textfile format. Names: docs/metrics.md."""
+    result = _export(_load(source), source, inventory, out_dir, escalations)
+    if as_json:
+        emit_json(_public(result))
+    else:
+        out_console.print(f"Wrote {result['series']} series ({result['families']} metrics, {result['findings']} "
+                          f"finding(s)) to {result['textfile']}", soft_wrap=True)
+
+
+def _sleep(seconds: float) -> None:
+    """The wait between rounds (a seam for tests, which scrape /metrics while the watch waits)."""
+    time.sleep(seconds)
+
+
+@cli.command()
+@target_options
+@click.option("--interval-s", "period_s", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="Seconds from the start of one capture to the start of the next.")
+@_textfile_option
+@click.option("--listen", metavar="ADDR:PORT", default=None,
+              help="Also serve /metrics on this address, e.g. 127.0.0.1:9464 (the textfile is written either way).")
+@click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after this many rounds.")
+@_inventory_option
+@_escalations_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON line per round on stdout.")
+@click.pass_context
+def watch(ctx, period_s, out_dir, listen, count, inventory, escalations, as_json, **target):
+    """Capture the targets on an interval and keep the metrics textfile (and /metrics) current.
+
+    A round that fails is a one-line warning and the watch goes on. Ctrl-C ends it with exit 130; the
+    textfile keeps the last round's metrics. Each round's capture is analyzed and then deleted."""
+    import json
+
+    from fabricase.metrics import FamiliesCollector, registry_of
+    from fabricase.metrics.watch import MetricsServer, parse_listen, watch_loop
+
+    if target["replay"] is None and not (target["hosts"] or target["job"]):
+        raise click.UsageError("give the targets to watch: --hosts, --job or --replay")
+    if listen is not None:
+        parse_listen(listen)  # a bad address fails before the first capture
+    collector = FamiliesCollector()
+    server = MetricsServer(listen, registry_of(collector)) if listen else None
+
+    def one_round(n: int) -> None:
+        with tempfile.TemporaryDirectory(prefix="fabricase-watch-") as tmp:
+            try:
+                capture = capture_from_targets(target, Path(tmp) / "capture", quiet=True)
+            except CaptureInterrupted as exc:
+                raise KeyboardInterrupt from exc  # Ctrl-C ends the watch, not just the round
+            source = target["replay"] or str(capture.root)
+            result = _export(capture, source, inventory, out_dir, escalations)
+        collector.current = result["_families"]
+        ok = sum(h["status"] == HostStatus.OK for h in result["hosts"])
+        if as_json:
+            click.echo(json.dumps({"round": n, **_public(result)}, sort_keys=True, default=str))
+        else:
+            out_console.print(f"round {n}: {ok}/{len(result['hosts'])} host(s), {result['findings']} finding(s), "
+                              f"{result['series']} series -> {result['textfile']}", soft_wrap=True)
+
+    def warn(n: int, exc: FabricaseError) -> None:
+        err_console.print(f"warning: round {n} failed: {exc}", style="yellow", highlight=False, soft_wrap=True)
+
+    try:
+        if server is not None and not as_json:
+            addr, port = server.address
+            out_console.print(f"Serving /metrics on http://{addr}:{port}/metrics", soft_wrap=True)
+        done = watch_loop(one_round, interval_s=period_s, count=count, on_error=warn, sleep=_sleep)
+    except KeyboardInterrupt:
+        kept = out_dir / "fabricase.prom"
+        click.echo(f"fabricase: interrupted; {kept} keeps the last round's metrics"
+                   if kept.is_file() else "fabricase: interrupted", err=True)
+        ctx.exit(130)
+    finally:
+        if server is not None:
+            server.close()
+    if done == 0:
+        raise click.exceptions.Exit(1)
