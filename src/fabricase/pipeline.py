@@ -74,6 +74,7 @@ __all__ = [
     "make_redactor",
     "redact_draft",
     "desk_of",
+    "evidence_bundle",
     "fit_draft",
     "collect",
     "default_via",
@@ -700,3 +701,29 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     ticket = Path(esc.ticket_path) if esc.ticket_path else bundle.path
     return OpenResult(capture, findings, bundle, draft, esc, ticket, filed_at=esc.ticket_path,
                       placements=placements, timings=clock.spent)
+
+
+def evidence_bundle(capture: Capture, paths: Paths, esc: Escalation, *,
+                    pseudonymize: bool = False) -> tuple[Bundle, list[Finding]]:
+    """A new bundle of a capture for an existing escalation (`fabricase attach --capture`): analyzed with the
+    capture's placements, rendered for the escalation's desk, redacted (with the escalation's pseudonym key when
+    asked), written next to the escalation's first bundle."""
+    from fabricase.templates.ruled_out import checks_run
+    from fabricase.tracker.store import Tracker
+
+    placements, _ = resolve_placements(capture, None, paths)
+    samples: dict[str, list[MetricSample]] = {}
+    findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
+    desk = desk_of(esc.provider, paths)
+    provider = desk if esc.provider == "static" and desk != "outbox" else esc.provider
+    key = None
+    if pseudonymize:
+        with Tracker.open(paths) as keys:
+            key = keys.pseudonym_key(esc.id)
+    redactor = make_redactor(capture, pseudonymize=pseudonymize, key=key)
+    draft = make_draft(capture, findings, provider=provider, symptom=esc.symptom, severity=worst_severity(findings),
+                       placements=placements, bundle_id=None, escalation_id=esc.id, checks=checks_run(capture.hosts))
+    out = paths.bundles / f"{esc.id}-{Path(capture.root).name}.tar.gz"
+    bundle = build_bundle_for(capture, findings, draft, out, placements=placements, samples=samples,
+                              symptom=esc.symptom, redactor=redactor)
+    return bundle, findings

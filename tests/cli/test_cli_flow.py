@@ -150,3 +150,19 @@ def test_every_command_has_help_and_json(run, name, command):
 def test_python_dash_m_and_console_script():
     result = subprocess.run([sys.executable, "-m", "fabricase", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "open" in result.stdout
+
+
+def test_attach_a_new_capture_bundles_it_and_uploads_it_to_the_case(run, tmp_path, host_tree):
+    opened = run.json("open", "--hosts", "localhost", "--symptom", "x", "--interval", "0", "--root", str(host_tree))
+    again = tmp_path / "again"
+    run("collect", "--hosts", "localhost", "-o", str(again), "--interval", "0", "--root", str(host_tree))
+    out = run.json("attach", opened["escalation_id"], "--capture", str(again))
+    assert out["sent"] is True
+    case = Path(opened["ticket_path"]).parent
+    [new] = [p for p in case.rglob("*.tar.gz") if p.name.endswith("-again.tar.gz")]
+    assert run.json("verify", str(new))["ok"]
+    shown = run.json("show", opened["escalation_id"])
+    [event] = [e for e in shown["events"] if e["kind"] == "attach"]
+    assert "New evidence, bundle" in json.dumps(event)
+    _one_line = run("attach", opened["escalation_id"], code=2)
+    assert "--capture" in _one_line.stderr

@@ -242,17 +242,34 @@ def comment(escalation_id, text, local, as_json):
 
 @cli.command()
 @click.argument("escalation_id", metavar="ESCALATION")
-@click.argument("files", metavar="FILE...", nargs=-1, required=True,
+@click.argument("files", metavar="[FILE...]", nargs=-1,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--capture", "source", metavar="DIR|BUNDLE", default=None,
+              help="New evidence: analyze this capture, bundle it (redacted) and attach the bundle, with a note "
+                   "saying what it found.")
+@click.option("--pseudonymize", is_flag=True, help="With --capture: pseudonyms under the escalation's key.")
 @click.option("--note", default="", help="A note that goes with the files to the desk.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def attach(escalation_id, files, note, as_json):
-    """Upload files (a new bundle, a log) to the escalation's case at the desk."""
+def attach(escalation_id, files, source, pseudonymize, note, as_json):
+    """Upload new evidence to the escalation's case at the desk: files (a log, a bundle), or a capture that is
+    analyzed and bundled first (--capture)."""
     from fabricase import filing
 
+    if not files and source is None:
+        raise click.UsageError("give FILE... to upload, or --capture DIR|BUNDLE to bundle new evidence")
     with _tracker() as tracker:
         esc = tracker.get(escalation_id)
-        result = filing.attach(tracker, _provider(esc.provider), esc.id, list(files), note)
+        files = list(files)
+        if source is not None:
+            from fabricase.pipeline import evidence_bundle, load_input
+
+            bundle, findings = evidence_bundle(load_input(Path(source)), paths(), esc, pseudonymize=pseudonymize)
+            files.insert(0, bundle.path)
+            serious = [f for f in findings if str(f.severity) in ("critical", "major")]
+            found = f"{len(serious)} major or critical finding(s)" + (
+                f", first: {serious[0].summary}" if serious else "")
+            note = (note + "\n\n" if note else "") + f"New evidence, bundle {bundle.bundle_id}: {found}."
+        result = filing.attach(tracker, _provider(esc.provider), esc.id, files, note)
     _report(result, as_json, f"{result.escalation.id}: {len(files)} file(s) attached to "
                              f"{result.escalation.provider_case_id}.")
 
