@@ -7,6 +7,7 @@ from typing import Any
 
 from fabricase.errors import CaptureError
 from fabricase.models import HostCapture
+from fabricase.parsers.kvp import KVP_POOL_3, PHYSICAL_HOST_KEY, parse_kvp_pool
 from fabricase.parsers.sysfs import parse_sysfs_str
 
 __all__ = ["DMI_FIELDS", "host_identity", "parse_os_release", "parse_uname"]
@@ -108,4 +109,8 @@ def host_identity(hc: HostCapture) -> dict[str, Any]:
     }
     for name in DMI_FIELDS:
         identity[name] = parse_sysfs_str(_text(hc, f"/sys/class/dmi/id/{name}"))
+    # Azure: the physical host the VM runs on, from the Hyper-V KVP pool (binary; absent elsewhere).
+    kvp = hc.item(KVP_POOL_3)
+    pool = parse_kvp_pool(hc.read(kvp)) if kvp is not None and kvp.bytes else {}
+    identity["physical_host_name"] = pool.get(PHYSICAL_HOST_KEY) or None
     return identity

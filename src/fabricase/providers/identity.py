@@ -65,6 +65,6 @@ def cloud_of(identity: Mapping[str, Any] | None) -> tuple[str | None, str | None
 
 def azure_physical_host(identity: Mapping[str, Any] | None) -> str | None:
     """The Azure physical host name (`PhysicalHostName` of Hyper-V KVP pool 3), when the identity holds it as
-    `physical_host_name` (azure_kvp.parse_kvp_pool reads the pool file); None otherwise."""
+    `physical_host_name` (parsers.kvp.parse_kvp_pool reads the pool file); None otherwise."""
     value = (identity or {}).get("physical_host_name")
     return (value.strip() or None) if isinstance(value, str) else None

@@ -1,0 +1,584 @@
+"""Azure: VMs located through Azure Resource Manager, cases filed as Azure support tickets, bad GPU and
+InfiniBand nodes reported through Guest Health Reporting.
+
+- locate: a host is an Azure VM when its DMI says so (sys_vendor "Microsoft Corporation", Azure's chassis
+  asset tag); it is matched to a VM of the subscription by name or computer name, and the VM's instance view
+  gives fault and update domain and the interconnect subgroup. The physical host's name is known only inside
+  the guest (Hyper-V KVP pool 3, `physical_host_name` in the host's identity).
+- file_case: the ticket's name is chosen from the escalation id (and the bundle), so filing again after a
+  crash finds the same ticket instead of opening a second one. The bundle is uploaded first, into a file
+  workspace of the same name (5 MB a file, in chunks of 2.5 MB; a bigger bundle goes as verified parts), and
+  the ticket is created linked to it.
+- Set-up, roles, the state mapping and limits: docs/providers/azure.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import re
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fabricase.bundler.limits import DESK_LIMITS, file_name_problem, fit_file_name
+from fabricase.config import CONFIG_FILE, Paths, provider_profile
+from fabricase.errors import FabricaseError, ProviderError
+from fabricase.models import EscalationState, Finding, Placement, TicketDraft
+from fabricase.providers import azure_sdk
+from fabricase.providers.azure_health import IMPACT_API_VERSION, impact_body, impact_category, impact_name, impact_path
+from fabricase.providers.azure_sdk import ARM_SCOPE, AzureProfile
+from fabricase.providers.base import (
+    CaseComment,
+    CaseStatus,
+    CheckResult,
+    FaultyHostReport,
+    FilingResult,
+    PlannedRequest,
+    Provider,
+    attachment_ref,
+    case_marker,
+)
+from fabricase.templates.severity import desk_severity
+
+__all__ = [
+    "AZURE_CHASSIS_ASSET_TAG",
+    "AzureProvider",
+    "CHUNK_BYTES",
+    "credential_factory",
+    "is_azure_vm",
+    "ticket_name",
+    "ticket_state",
+    "upload_name",
+]
+
+AZURE_CHASSIS_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"  # every Azure VM's DMI chassis asset tag
+MICROSOFT = "Microsoft Corporation"
+LIMITS = DESK_LIMITS["azure"]
+FILE_MAX = LIMITS.attachment_max_bytes or 5_242_880  # files.create: file_size <= 5 MB
+CHUNK_BYTES = FILE_MAX // 2  # files.upload: chunks of <= 2.5 MB, at most 2
+TITLE_MAX = 200
+LOCATE_WORKERS = 8
+SUPPORT = "Microsoft.Support"
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_RESOURCE_ID = re.compile(r"/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.Compute/"
+                          r"virtualMachines/[A-Za-z0-9_.-]+", re.IGNORECASE)
+_TICKET_PROBLEM_WORDS = ("gpu", "infiniband", "performance")  # classification picked when none is configured
+
+# How the provider gets its credential: tests replace it with a fake TokenCredential.
+credential_factory: Callable[[], Any] = azure_sdk.default_credential
+
+
+def is_azure_vm(identity: dict[str, Any]) -> bool:
+    """Whether the captured DMI can be an Azure VM. Nothing captured (an unreachable host): maybe, so the
+    host is still looked up by name; on-premises Hyper-V (Microsoft, another asset tag) is not."""
+    vendor, tag = identity.get("sys_vendor"), identity.get("chassis_asset_tag")
+    if vendor is not None and vendor != MICROSOFT:
+        return False
+    return tag is None or tag == AZURE_CHASSIS_ASSET_TAG
+
+
+def _short(name: str | None) -> str:
+    return (name or "").split(".")[0].lower()
+
+
+def _last(resource_id: str | None) -> str | None:
+    return resource_id.rstrip("/").rsplit("/", 1)[-1] if resource_id else None
+
+
+def _resource_group(resource_id: str | None) -> str | None:
+    m = re.search(r"/resourceGroups/([^/]+)", resource_id or "", re.IGNORECASE)
+    return m.group(1) if m else None
+
+
+def ticket_name(escalation_id: str, bundle_id: str | None) -> str:
+    """The ticket's (and its file workspace's) name: the same escalation and bundle always give the same
+    name, so filing again finds the ticket; the bundle id keeps two trackers' FC-1 apart."""
+    base = _NAME_UNSAFE.sub("-", escalation_id).strip("-") or "case"
+    return f"fabricase-{base}" + (f"-{bundle_id[:12]}" if bundle_id else "")
+
+
+def upload_name(name: str) -> str:
+    """A file name the desk takes: a blocked extension (report.html) gets `.txt` appended (the content is
+    unchanged: a reader renames it back), and the name is cut to the desk's length keeping its suffix."""
+    if file_name_problem(name, LIMITS) and any(name.lower().endswith(e) for e in LIMITS.blocked_extensions):
+        name += ".txt"
+    m = re.search(r"(\.tar\.gz.*|\.[A-Za-z0-9]+)$", name)
+    return fit_file_name(name, LIMITS.file_name_max, keep_suffix=m.group(1) if m else "")
+
+
+def ticket_state(raw_status: str, comments: Sequence[CaseComment]) -> EscalationState:
+    """Azure has two statuses, Open and Closed: an open ticket waits on us when Microsoft wrote last."""
+    if raw_status.strip().lower() == "closed":
+        return EscalationState.CLOSED
+    if comments and comments[-1].from_provider:
+        return EscalationState.WAITING_US
+    return EscalationState.WAITING_PROVIDER
+
+
+def _comment(c: Any) -> CaseComment:
+    at = c.created_date.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if c.created_date else ""
+    # inbound: from the customer to Microsoft; outbound: Microsoft's engineer to the customer
+    return CaseComment(at=at, author=c.sender or "", body=c.body or "",
+                       from_provider=str(c.communication_direction or "").lower() == "outbound")
+
+
+def _chunks(size: int) -> tuple[int, int]:
+    """(chunk size, number of chunks) for a file of `size` bytes."""
+    chunk = min(CHUNK_BYTES, size)
+    return chunk, math.ceil(size / chunk)
+
+
+class AzureProvider(Provider):
+    """Azure Resource Manager for placements, Microsoft.Support for cases, Microsoft.Impact for bad nodes."""
+
+    name = "azure"
+    unsupported = {}
+
+    def __init__(self, paths: Paths, *, credential: Any = None, sleep: Callable[[float], None] = time.sleep,
+                 now: Callable[[], datetime] | None = None) -> None:
+        super().__init__(paths)
+        self.profile = AzureProfile.from_dict(provider_profile(paths, "azure"), str(paths.config / CONFIG_FILE))
+        self._credential = credential
+        self._sleep = sleep
+        self._now = now or (lambda: datetime.now(UTC))
+        self._clients: dict[str, Any] = {}
+
+    # --- plumbing ------------------------------------------------------------------------------------------
+
+    @property
+    def credential(self) -> Any:
+        if self._credential is None:
+            try:
+                self._credential = credential_factory()
+            except ImportError as exc:
+                raise ProviderError("azure-identity is not installed: pip install 'fabricase[azure]'",
+                                    where=self.name) from exc
+        return self._credential
+
+    def _call(self, operation: str, fn: Callable[[], Any]) -> Any:
+        return azure_sdk.call(fn, operation, sleep=self._sleep)
+
+    def _client(self, kind: str) -> Any:
+        if kind not in self._clients:
+            subscription = self.profile.need_subscription()
+            try:
+                if kind == "compute":
+                    from azure.mgmt.compute import ComputeManagementClient as client_class
+                else:
+                    from azure.mgmt.support import MicrosoftSupport as client_class
+            except ImportError as exc:
+                raise ProviderError(f"{exc.name} is not installed: pip install 'fabricase[azure]'",
+                                    where=self.name) from exc
+            self._clients[kind] = client_class(self.credential, subscription, **self.profile.client_options())
+        return self._clients[kind]
+
+    @property
+    def compute(self) -> Any:
+        return self._client("compute")
+
+    @property
+    def support(self) -> Any:
+        return self._client("support")
+
+    def _get_or_none(self, operation: str, fn: Callable[[], Any]) -> Any:
+        """fn()'s result, or None when the resource does not exist (404)."""
+        from azure.core.exceptions import ResourceNotFoundError
+
+        def attempt() -> Any:
+            try:
+                return fn()
+            except ResourceNotFoundError:
+                return None
+
+        return self._call(operation, attempt)
+
+    # --- locate --------------------------------------------------------------------------------------------
+
+    def _list_vms(self) -> list[Any]:
+        rg = self.profile.resource_group
+        if rg:
+            return self._call("GET virtualMachines", lambda: list(self.compute.virtual_machines.list(rg)))
+        return self._call("GET virtualMachines", lambda: list(self.compute.virtual_machines.list_all()))
+
+    def _instance_view(self, vm: Any) -> Any:
+        rg = _resource_group(vm.id)
+        return self._call(f"GET virtualMachines/{vm.name}/instanceView",
+                          lambda: self.compute.virtual_machines.instance_view(rg, vm.name))
+
+    def locate(self, hosts: list[dict[str, Any]]) -> list[Placement]:
+        """Each host's VM, by name or computer name, with its instance view. A host that is no Azure VM, or
+        that no VM of the subscription matches, gets a placement naming only what the guest told."""
+        wanted = [h for h in hosts if is_azure_vm(h.get("identity") or {})]
+        vms: dict[str, Any] = {}
+        if wanted:
+            for vm in self._list_vms():
+                computer = getattr(getattr(vm, "os_profile", None), "computer_name", None)
+                for key in {_short(vm.name), _short(computer)} - {""}:
+                    vms.setdefault(key, vm)
+        matched: dict[str, Any] = {}
+        for h in wanted:
+            identity = h.get("identity") or {}
+            vm = vms.get(_short(h["host"])) or vms.get(_short(identity.get("hostname")))
+            if vm is not None:
+                matched[h["host"]] = vm
+        unique = {vm.id: vm for vm in matched.values()}
+        with ThreadPoolExecutor(max_workers=LOCATE_WORKERS) as pool:
+            views = dict(zip(unique, pool.map(self._instance_view, unique.values()), strict=True))
+        return [self._placement(h, matched.get(h["host"]), views.get(getattr(matched.get(h["host"]), "id", None)))
+                for h in hosts]
+
+    def _placement(self, host: dict[str, Any], vm: Any, view: Any) -> Placement:
+        physical = (host.get("identity") or {}).get("physical_host_name")
+        if vm is None:
+            extra = {"physical_host_name": physical} if physical else {}
+            return Placement(host=host["host"], provider=self.name, extra=extra,
+                             topology=[f"physical-host:{physical}"] if physical else [])
+        scale_set = _last(getattr(vm.virtual_machine_scale_set, "id", None))
+        ppg = _last(getattr(vm.proximity_placement_group, "id", None))
+        block = _last(getattr(getattr(vm.interconnect_block_profile, "interconnect_block", None), "id", None))
+        subgroup = getattr(getattr(view, "interconnect_instance_view", None), "interconnect_subgroup_id", None)
+        fault = getattr(view, "platform_fault_domain", None)
+        power = next((s.code for s in (getattr(view, "statuses", None) or []) if (s.code or "").startswith(
+            "PowerState/")), None)
+        extra = {
+            "resource_id": vm.id,
+            "name": vm.name,
+            "vm_id": vm.vm_id,
+            "resource_group": _resource_group(vm.id),
+            "physical_host_name": physical,
+            "fault_domain": fault if fault is not None else vm.platform_fault_domain,
+            "update_domain": getattr(view, "platform_update_domain", None),
+            "scale_set": scale_set,
+            "proximity_placement_group": ppg,
+            "availability_set": _last(getattr(vm.availability_set, "id", None)),
+            "dedicated_host": _last(getattr(vm.host, "id", None)),
+            "interconnect_block": block,
+            "interconnect_subgroup_id": subgroup,
+            "power_state": power,
+        }
+        topology = [f"interconnect-block:{block}" if block else None,
+                    f"interconnect-subgroup:{subgroup}" if subgroup else None,
+                    f"physical-host:{physical}" if physical else None]
+        return Placement(
+            host=host["host"], provider=self.name, instance_id=vm.id,
+            instance_type=getattr(vm.hardware_profile, "vm_size", None), region=vm.location,
+            zone=(vm.zones or [None])[0], placement_group=scale_set or ppg,
+            topology=[t for t in topology if t], extra={k: v for k, v in extra.items() if v is not None},
+        )
+
+    # --- filing --------------------------------------------------------------------------------------------
+
+    def _service_and_problem(self) -> tuple[str, str]:
+        """The service's and problem classification's ids (looked up by display name unless given as ids)."""
+        want = self.profile.service
+        if want.startswith("/providers/"):
+            service_id = want
+        else:
+            services = self._call("GET services", lambda: list(self.support.services.list()))
+            found = next((s for s in services if (s.display_name or "").lower() == want.lower()
+                          or s.name == want), None)
+            if found is None:
+                raise ProviderError(f"no support service named {want!r}; set service in [providers.azure] to one "
+                                    f"of: {', '.join(sorted(s.display_name or s.name for s in services)[:8])}",
+                                    where=self.name)
+            service_id = found.id
+        want_pc = self.profile.problem_classification
+        if want_pc and want_pc.startswith("/providers/"):
+            return service_id, want_pc
+        service_name = _last(service_id)
+        classes = self._call("GET problemClassifications",
+                             lambda: list(self.support.problem_classifications.list(service_name)))
+        names = [(c, (c.display_name or "").lower()) for c in classes]
+        words = (want_pc.lower(),) if want_pc else _TICKET_PROBLEM_WORDS
+        for word in words:
+            found = next((c for c, name in names if word in name), None)
+            if found is not None:
+                return service_id, found.id
+        raise ProviderError(f"no problem classification of {self.profile.service!r} matches "
+                            f"{' or '.join(repr(w) for w in words)}; set problem_classification in "
+                            f"[providers.azure] to one of: {', '.join(sorted(n for _, n in names)[:8])}",
+                            where=self.name)
+
+    def _contact(self) -> Any:
+        from azure.mgmt.support import models
+
+        missing = self.profile.missing_contact()
+        if missing:
+            raise ProviderError(f"[providers.azure] contact needs {', '.join(missing)} (the ticket's contact "
+                                "details; see docs/providers/azure.md)", where=self.name)
+        c = self.profile.contact
+        return models.ContactProfile(
+            first_name=c["first_name"], last_name=c["last_name"], primary_email_address=c["email"],
+            preferred_contact_method=c.get("method", "email"), preferred_time_zone=c["timezone"],
+            country=c["country"], preferred_support_language=c.get("language", "en-us"),
+        )
+
+    def _details(self, name: str, escalation_id: str, draft: TicketDraft, service_id: str,
+                 problem_id: str) -> Any:
+        from azure.mgmt.support import models
+
+        severity = desk_severity("azure", draft.severity, max_level=self.profile.max_severity,
+                                 plan=self.profile.support_plan, overrides=self.profile.severity)
+        marker = case_marker(escalation_id)
+        title = f"{marker} {draft.title}"
+        resource = _RESOURCE_ID.search(draft.body)
+        return models.SupportTicketDetails(
+            title=title if len(title) <= TITLE_MAX else title[: TITLE_MAX - 3] + "...",
+            description=f"{draft.body.rstrip()}\n\n{marker}\n",
+            service_id=service_id, problem_classification_id=problem_id, severity=severity.code,
+            advanced_diagnostic_consent=self.profile.diagnostic_consent, contact_details=self._contact(),
+            technical_ticket_details=models.TechnicalTicketDetails(resource_id=resource.group(0)) if resource else None,
+            file_workspace_name=name,
+        )
+
+    def _attachments(self, files: Sequence[Path], out_dir: Path) -> list[tuple[str, Path]]:
+        """(name at the desk, file) for each file; a file over 5 MB goes as verified bundle parts."""
+        from fabricase.bundler.fit import split_bundle
+
+        out: list[tuple[str, Path]] = []
+        for path in map(Path, files):
+            try:
+                size = path.stat().st_size
+            except OSError as exc:
+                raise ProviderError(f"cannot read attachment: {exc.strerror or exc}", where=str(path)) from exc
+            if size == 0:
+                raise ProviderError("empty file: the desk takes 1 byte to 5 MB", where=str(path))
+            if size > FILE_MAX:
+                try:
+                    parts = split_bundle(path, FILE_MAX, out_dir=out_dir)
+                except FabricaseError as exc:
+                    raise ProviderError(f"attachment too large ({size} bytes, the desk takes {FILE_MAX}) and not "
+                                        f"a bundle that can be split: {exc.message}", where=str(path)) from exc
+            else:
+                parts = [path]
+            out += [(upload_name(p.name), p) for p in parts]
+        return out
+
+    def _workspace(self, workspace: str) -> None:
+        if self._get_or_none(f"GET fileWorkspaces/{workspace}",
+                             lambda: self.support.file_workspaces.get(workspace)) is None:
+            self._call(f"PUT fileWorkspaces/{workspace}", lambda: self.support.file_workspaces.create(workspace))
+
+    def _upload(self, workspace: str, files: list[tuple[str, Path]]) -> list[str]:
+        """Upload into the workspace (created when missing); files already there (a filing interrupted after
+        them) are not sent again. The names uploaded now."""
+        from azure.mgmt.support import models
+
+        self._workspace(workspace)
+        present = {f.name for f in self._call(f"GET fileWorkspaces/{workspace}/files",
+                                              lambda: list(self.support.files.list(workspace)))}
+        sent = []
+        for name, path in files:
+            if name in present:
+                continue
+            data = path.read_bytes()
+            chunk, count = _chunks(len(data))
+            details = models.FileDetails(file_size=len(data), chunk_size=chunk, number_of_chunks=count)
+            self._call(f"PUT files/{name}", lambda n=name, d=details: self.support.files.create(workspace, n, d))
+            for i in range(count):
+                body = models.UploadFile(content=base64.b64encode(data[i * chunk:(i + 1) * chunk]).decode(),
+                                         chunk_index=i)
+                self._call(f"POST files/{name}/upload",
+                           lambda n=name, b=body: self.support.files.upload(workspace, n, b))
+            sent.append(name)
+        return sent
+
+    def _filing(self, ticket: Any) -> FilingResult:
+        raw = ticket.status or "Open"
+        state = EscalationState.CLOSED if raw.lower() == "closed" else EscalationState.FILED
+        location = ticket.id or f"/providers/{SUPPORT}/supportTickets/{ticket.name}"
+        if ticket.support_ticket_id:
+            location += f" (support request {ticket.support_ticket_id})"
+        return FilingResult(case_id=ticket.name, raw_status=raw, state=state, location=location)
+
+    def _get_ticket(self, name: str) -> Any:
+        return self._get_or_none(f"GET supportTickets/{name}", lambda: self.support.support_tickets.get(name))
+
+    def file_case(self, *, escalation_id: str, draft: TicketDraft, bundle_path: Path | None) -> FilingResult:
+        """Find the ticket this escalation already filed, or upload the bundle and file it. Nothing is
+        returned (so nothing is recorded as filed) unless Azure has the ticket."""
+        name = ticket_name(escalation_id, draft.bundle_id)
+        existing = self._get_ticket(name)
+        if existing is not None:
+            return self._filing(existing)
+        service_id, problem_id = self._service_and_problem()
+        details = self._details(name, escalation_id, draft, service_id, problem_id)
+        with tempfile.TemporaryDirectory(prefix="fabricase-azure-") as tmp:
+            files = self._attachments([bundle_path] if bundle_path is not None else [], Path(tmp))
+            if files:
+                self._upload(name, files)
+            else:
+                details.file_workspace_name = None
+            ticket = self._call(f"PUT supportTickets/{name}",
+                                lambda: self.support.support_tickets.begin_create(
+                                    name, details, polling_interval=self.profile.poll_interval_s).result())
+        return self._filing(ticket)
+
+    def plan_case(self, *, escalation_id: str, draft: TicketDraft, bundle_path: Path | None) -> list[PlannedRequest]:
+        """The requests file_case sends, without sending any (the service and problem classification are
+        shown as configured: file_case looks their ids up)."""
+        name = ticket_name(escalation_id, draft.bundle_id)
+        severity = desk_severity("azure", draft.severity, max_level=self.profile.max_severity,
+                                 plan=self.profile.support_plan, overrides=self.profile.severity)
+        plan: list[PlannedRequest] = []
+        with tempfile.TemporaryDirectory(prefix="fabricase-azure-") as tmp:
+            files = self._attachments([bundle_path] if bundle_path is not None else [], Path(tmp))
+            if files:
+                plan.append(PlannedRequest(SUPPORT, f"PUT fileWorkspaces/{name}", {"name": name}))
+            for upload, path in files:
+                chunk, count = _chunks(path.stat().st_size)
+                plan.append(PlannedRequest(SUPPORT, f"PUT fileWorkspaces/{name}/files/{upload}", {
+                    "attachment": {**attachment_ref(path), "name": upload}, "chunk_size": chunk,
+                    "number_of_chunks": count}))
+                plan += [PlannedRequest(SUPPORT, f"POST fileWorkspaces/{name}/files/{upload}/upload",
+                                        {"chunk_index": i}) for i in range(count)]
+        marker = case_marker(escalation_id)
+        plan.append(PlannedRequest(SUPPORT, f"PUT supportTickets/{name}", {
+            "title": f"{marker} {draft.title}"[:TITLE_MAX], "description_chars": len(draft.body),
+            "service": self.profile.service, "problem_classification": self.profile.problem_classification,
+            "severity": severity.code, "advanced_diagnostic_consent": self.profile.diagnostic_consent,
+            "file_workspace_name": name if files else None,
+        }))
+        return plan
+
+    def find_case(self, escalation_id: str) -> FilingResult | None:
+        """The newest recent ticket whose title holds this escalation's marker (ticket names also carry the
+        bundle id, which the escalation alone does not give)."""
+        marker = case_marker(escalation_id)
+        tickets = self._call("GET supportTickets", lambda: list(self.support.support_tickets.list(top=100)))
+        mine = [t for t in tickets if marker in (t.title or "")]
+        if not mine:
+            return None
+        return self._filing(max(mine, key=lambda t: t.created_date or datetime.min.replace(tzinfo=UTC)))
+
+    # --- following a case ----------------------------------------------------------------------------------
+
+    def _communicate(self, case_id: str, subject: str, text: str) -> None:
+        from azure.mgmt.support import models
+
+        # the same text on the same ticket is the same communication: a retried call does not post it twice
+        name = "fabricase-" + hashlib.sha256(f"{case_id}\n{text}".encode()).hexdigest()[:24]
+        body = models.CommunicationDetails(subject=subject, body=text)
+        self._call(f"PUT supportTickets/{case_id}/communications/{name}",
+                   lambda: self.support.communications.begin_create(
+                       case_id, name, body, polling_interval=self.profile.poll_interval_s).result())
+
+    def comment(self, case_id: str, text: str) -> None:
+        self._communicate(case_id, "fabricase: update", text)
+
+    def attach(self, case_id: str, files: list[Path], note: str) -> None:
+        """Upload into the ticket's file workspace, then say so in a communication (renamed files named)."""
+        ticket = self._get_ticket(case_id)
+        if ticket is None:
+            raise ProviderError("no such support ticket", where=case_id)
+        workspace = ticket.file_workspace_name or ticket.support_ticket_id or case_id
+        with tempfile.TemporaryDirectory(prefix="fabricase-azure-") as tmp:
+            uploads = self._attachments(files, Path(tmp))
+            self._upload(workspace, uploads)
+        listed = "\n".join(f"- {name}" + (f" ({path.name})" if name != path.name else "") for name, path in uploads)
+        self._communicate(case_id, "fabricase: files attached", f"{note.rstrip()}\n\nFiles:\n{listed}\n")
+
+    def case_status(self, case_id: str) -> CaseStatus:
+        ticket = self._get_ticket(case_id)
+        if ticket is None:
+            raise ProviderError("no such support ticket", where=case_id)
+        found = self._call(f"GET supportTickets/{case_id}/communications",
+                           lambda: list(self.support.communications.list(case_id)))
+        comments = tuple(sorted((_comment(c) for c in found), key=lambda c: c.at))
+        raw = ticket.status or "Open"
+        return CaseStatus(case_id=case_id, raw_status=raw, state=ticket_state(raw, comments), comments=comments)
+
+    def _set_status(self, case_id: str, status: str) -> None:
+        from azure.mgmt.support import models
+
+        self._call(f"PATCH supportTickets/{case_id}",
+                   lambda: self.support.support_tickets.update(case_id, models.UpdateSupportTicket(status=status)))
+
+    def resolve_case(self, case_id: str, note: str | None) -> None:
+        """Say why (when a note is given), then close the ticket."""
+        if note:
+            self._communicate(case_id, "fabricase: resolved", note)
+        self._set_status(case_id, "closed")
+
+    def reopen_case(self, case_id: str, note: str) -> None:
+        self._set_status(case_id, "open")
+        self._communicate(case_id, "fabricase: reopened", note)
+
+    # --- Guest Health Reporting ----------------------------------------------------------------------------
+
+    def report_faulty_host(self, placement: Placement, findings: list[Finding]) -> FaultyHostReport:
+        """PUT a workloadImpact for the VM: Azure takes the node out and repairs it."""
+        import httpx
+
+        subscription = self.profile.need_subscription()
+        physical = placement.extra.get("physical_host_name")
+        if not placement.instance_id or not physical:
+            need = "its ARM resource id (locate it first)" if not placement.instance_id else (
+                "its PhysicalHostName (Hyper-V KVP pool 3 in the capture)")
+            raise ProviderError(f"Guest Health Reporting needs {need}", where=placement.host)
+        category = impact_category(findings)
+        name = impact_name(placement.instance_id, category, findings)
+        body = impact_body(placement, findings, physical_host=physical, started=self._now(), category=category)
+        url = f"{self.profile.endpoint}{impact_path(subscription, name)}"
+
+        def put() -> httpx.Response:
+            token = self.credential.get_token(ARM_SCOPE).token
+            with httpx.Client(verify=self.profile.ssl_context(), timeout=60) as client:
+                response = client.put(url, params={"api-version": IMPACT_API_VERSION}, json=body,
+                                      headers={"Authorization": f"Bearer {token}"})
+            response.raise_for_status()
+            return response
+
+        response = self._call(f"PUT workloadImpacts/{name}", put)
+        try:
+            state = (response.json().get("properties") or {}).get("provisioningState")
+        except ValueError:
+            state = None
+        return FaultyHostReport(channel=f"Microsoft.Impact/workloadImpacts ({category})", reference=name,
+                                raw_status=state or str(response.status_code))
+
+    # --- check ---------------------------------------------------------------------------------------------
+
+    def _check(self, what: str, fn: Callable[[], str]) -> CheckResult:
+        try:
+            return CheckResult(what, True, fn())
+        except FabricaseError as exc:
+            return CheckResult(what, False, exc.message)
+
+    def check(self) -> list[CheckResult]:
+        """Credential, subscription access, support API access and plan: filing nothing."""
+
+        def token() -> str:
+            got = self._call("get_token", lambda: self.credential.get_token(ARM_SCOPE))
+            return f"a token for {ARM_SCOPE} (valid {max(0, int(got.expires_on - time.time())) // 60} min)"
+
+        results = [self._check("credentials", token)]
+        if not results[0].ok:
+            return results
+
+        def vms() -> str:
+            found = self._list_vms()
+            return f"subscription {self.profile.subscription}: {len(found)} VMs readable"
+
+        def tickets() -> str:
+            found = self._call("GET supportTickets", lambda: list(self.support.support_tickets.list(top=1)))
+            return f"support tickets readable ({len(found)} recent)"
+
+        def plan() -> str:
+            service_id, problem_id = self._service_and_problem()
+            missing = self.profile.missing_contact()
+            if missing:
+                raise ProviderError(f"contact needs {', '.join(missing)}")
+            configured = self.profile.support_plan or "not configured"
+            return (f"service {_last(service_id)}, problem classification {_last(problem_id)}; support plan "
+                    f"{configured} (Azure refuses a technical ticket without a paid plan only when filing)")
+
+        results += [self._check("subscription access", vms), self._check("support tickets", tickets),
+                    self._check("support plan and ticket fields", plan)]
+        return results

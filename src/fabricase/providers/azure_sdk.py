@@ -1,0 +1,212 @@
+"""The Azure side of the Azure provider: the profile, the credential, SDK clients, and errors as one line.
+
+Credentials come only from azure-identity's DefaultAzureCredential (environment, workload identity, managed
+identity, `az login`, ...); nothing is stored. The SDKs' own retries are off (`retry_total=0`): every call
+goes through providers.retry.call_with_retries once, which retries throttling (429, honouring Retry-After)
+and 5xx a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from fabricase.errors import ConfigError, ProviderError
+from fabricase.providers.retry import call_with_retries
+
+__all__ = [
+    "ARM_ENDPOINT",
+    "ARM_SCOPE",
+    "AzureProfile",
+    "call",
+    "default_credential",
+    "describe_error",
+    "is_transient",
+    "status_of",
+]
+
+T = TypeVar("T")
+ARM_ENDPOINT = "https://management.azure.com"
+ARM_SCOPE = "https://management.azure.com/.default"
+PROVIDER = "azure"
+RETRY_AFTER_MAX_S = 60.0  # a desk asking for longer than this is down, not throttling
+_MESSAGE_MAX = 300
+_CONTACT_KEYS = ("first_name", "last_name", "email", "country", "timezone")
+_PLAN_WORDS = re.compile(r"support ?plan", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class AzureProfile:
+    """`[providers.azure]` of config.toml, checked. contact: the ticket's ContactProfile (first_name,
+    last_name, email, country as ISO 3166-1 alpha-3, timezone as a Microsoft time-zone name, language,
+    method)."""
+
+    subscription: str | None = None
+    resource_group: str | None = None
+    endpoint: str = ARM_ENDPOINT
+    ca_bundle: str | None = None
+    support_plan: str | None = None
+    max_severity: str | None = None
+    severity: dict[str, str] = field(default_factory=dict)
+    service: str = "Virtual Machine running Linux"
+    problem_classification: str | None = None
+    diagnostic_consent: str = "No"
+    contact: dict[str, str] = field(default_factory=dict)
+    poll_interval_s: float = 5.0  # between polls of a long-running ticket or message creation
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], where: str) -> AzureProfile:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"[providers.azure]: unknown key {unknown[0]!r}; valid: {', '.join(sorted(known))}",
+                              where=where)
+        for key in ("severity", "contact"):
+            if not isinstance(raw.get(key, {}), dict):
+                raise ConfigError(f"[providers.azure] {key} must be a table", where=where)
+        poll = raw.get("poll_interval_s", 5.0)
+        if isinstance(poll, bool) or not isinstance(poll, int | float) or not 0 <= poll <= 300:
+            raise ConfigError("[providers.azure] poll_interval_s must be a number of seconds, 0 to 300", where=where)
+        for key, value in raw.items():
+            if key not in ("severity", "contact", "poll_interval_s") and not isinstance(value, str):
+                raise ConfigError(f"[providers.azure] {key} must be a string", where=where)
+        consent = raw.get("diagnostic_consent", "No")
+        if consent not in ("Yes", "No"):
+            raise ConfigError("[providers.azure] diagnostic_consent must be \"Yes\" or \"No\"", where=where)
+        return cls(**{**raw, "endpoint": raw.get("endpoint", ARM_ENDPOINT).rstrip("/"),
+                      "severity": dict(raw.get("severity", {})), "poll_interval_s": float(poll),
+                      "contact": {k: str(v) for k, v in raw.get("contact", {}).items()}})
+
+    def need_subscription(self) -> str:
+        if not self.subscription:
+            raise ProviderError("no subscription: set subscription = \"<id>\" in [providers.azure] of config.toml",
+                                where=PROVIDER)
+        return self.subscription
+
+    def missing_contact(self) -> list[str]:
+        return [k for k in _CONTACT_KEYS if not self.contact.get(k)]
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for every SDK client: the endpoint, the CA to trust for it, no SDK retries."""
+        options: dict[str, Any] = {"retry_total": 0}
+        if self.endpoint != ARM_ENDPOINT:
+            options["base_url"] = self.endpoint
+        if self.ca_bundle:
+            options["connection_verify"] = self.ca_bundle
+        return options
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """What httpx trusts for the endpoint (Guest Health Reporting): the system's CAs, or ca_bundle."""
+        return ssl.create_default_context(cafile=self.ca_bundle) if self.ca_bundle else ssl.create_default_context()
+
+
+def default_credential() -> Any:
+    """azure-identity's standard chain. Interactive browser sign-in is excluded: fabricase runs unattended."""
+    from azure.identity import DefaultAzureCredential
+
+    return DefaultAzureCredential(exclude_interactive_browser_credential=True)
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status behind an SDK or httpx error, None when no response came back."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return status
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return min(RETRY_AFTER_MAX_S, max(0.0, float(value))) if value is not None else None
+    except (TypeError, ValueError):
+        return None  # an HTTP date: the backoff's own delay stands
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Throttling (429), a server error (5xx) or a connection that failed: worth another try."""
+    from azure.core.exceptions import ClientAuthenticationError, ServiceRequestError, ServiceResponseError
+
+    if isinstance(exc, ClientAuthenticationError):
+        return False
+    status = status_of(exc)
+    if status is not None:
+        return status == 429 or status >= 500
+    import httpx
+
+    return isinstance(exc, ServiceRequestError | ServiceResponseError | httpx.TransportError)
+
+
+def _error_code_message(exc: BaseException) -> tuple[str | None, str]:
+    error = getattr(exc, "error", None)
+    code, message = getattr(error, "code", None), getattr(error, "message", None)
+    response = getattr(exc, "response", None)
+    if not message and response is not None:
+        try:  # httpx (Guest Health Reporting): the ARM error envelope
+            body = response.json().get("error", {})
+            code, message = code or body.get("code"), body.get("message")
+        except Exception:  # noqa: BLE001 - any body that is not the envelope: fall back to the reason
+            message = None
+    if not message:
+        message = getattr(exc, "reason", None) or getattr(exc, "message", None) or str(exc)
+    return code, str(message)
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_MAX else text[: _MESSAGE_MAX - 3] + "..."
+
+
+def describe_error(exc: BaseException) -> str:
+    """An SDK, credential or httpx error as one line that says what to do."""
+    from azure.core.exceptions import ClientAuthenticationError
+
+    status = status_of(exc)
+    code, message = _error_code_message(exc)
+    detail = _one_line(f"{code}: {message}" if code else message)
+    if isinstance(exc, ClientAuthenticationError) and status is None:
+        first = _one_line(message.split("\n")[0])
+        return (f"no usable Azure credential ({first}); sign in with `az login`, or set AZURE_CLIENT_ID, "
+                "AZURE_TENANT_ID and AZURE_CLIENT_SECRET (DefaultAzureCredential)")
+    if _PLAN_WORDS.search(f"{code or ''} {message}"):
+        return f"no Azure support plan that can file this ticket ({detail}); technical tickets need a paid plan"
+    if status == 401:
+        return f"authentication refused (401 {detail})"
+    if status == 403:
+        return f"permission denied (403 {detail}); see docs/providers/azure.md for the roles needed"
+    if status == 404:
+        return f"not found (404 {detail})"
+    if status == 429:
+        return f"throttled (429 {detail})"
+    if status is not None:
+        return f"{status} {detail}"
+    return _one_line(f"{type(exc).__name__}: {message}")
+
+
+class _RetryHint:
+    """Carries the server's Retry-After from the failed attempt to the next sleep."""
+
+    def __init__(self, sleep: Callable[[float], None]) -> None:
+        self._sleep = sleep
+        self.retry_after: float | None = None
+
+    def transient(self, exc: BaseException) -> bool:
+        self.retry_after = _retry_after(exc)
+        return is_transient(exc)
+
+    def sleep(self, delay: float) -> None:
+        self._sleep(max(delay, self.retry_after or 0.0))
+
+
+def call(fn: Callable[[], T], operation: str, *, sleep: Callable[[float], None] = time.sleep) -> T:
+    """fn() with bounded retries; any failure is one ProviderError naming the operation."""
+    hint = _RetryHint(sleep)
+    return call_with_retries(fn, provider=PROVIDER, operation=operation, transient=hint.transient,
+                             describe=describe_error, sleep=hint.sleep)
