@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import KEY, MTIME, OTHER_KEY, findings_of, make_redactor
+from redact_support import KEY, MTIME, OTHER_KEY, findings_of, make_redactor
 
 from fabricase.bundler import build_bundle, extract_bundle, read_manifest, verify_bundle
 from fabricase.capturedir import load_capture
