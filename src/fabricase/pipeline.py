@@ -487,24 +487,11 @@ def desk_of(provider: str, paths: Paths | None = None) -> str:
     return provider if provider in DESK_LIMITS else "generic"
 
 
-# When a ticket body must be cut to a desk's length, what the provider's engineer must read even if nothing else
-# fits comes right after the summary: what we ask for, and the bundle that proves it.
-_KEEP_FIRST = ("requested action", "references")
-
-
 def fit_draft(draft: TicketDraft, desk: str) -> TicketDraft:
-    """The draft with its body fitted to the desk's length limit (bundler.fit.fit_body); unchanged when it fits.
-    The full text is always in the bundle's ticket.md."""
-    from fabricase.bundler.fit import fit_body, markdown_sections
-    from fabricase.bundler.limits import desk_limits
+    """The draft with its body fitted to the desk's length limit (bundler.fit.fit_ticket)."""
+    from fabricase.bundler.fit import fit_ticket
 
-    limit = desk_limits(desk).body_max_chars
-    if limit is None or len(draft.body) <= limit:
-        return draft
-    sections = markdown_sections(draft.body)
-    first = [sec for sec in sections[1:] if sec[0].strip().lower().startswith(_KEEP_FIRST)]
-    ordered = sections[:1] + first + [sec for sec in sections[1:] if sec not in first]
-    return dataclasses.replace(draft, body=fit_body(ordered, limit))
+    return fit_ticket(draft, desk)
 
 
 def make_redactor(capture: Capture, *, pseudonymize: bool = False, key: bytes | None = None) -> Redactor:

@@ -33,7 +33,7 @@ from fabricase.bundler.verify import (
     verify_bundle,
 )
 from fabricase.errors import BundleError, VerifyError
-from fabricase.models import Finding, Placement, Severity
+from fabricase.models import Finding, Placement, Severity, TicketDraft
 
 __all__ = [
     "MIN_PART_BYTES",
@@ -42,6 +42,7 @@ __all__ = [
     "SummaryInput",
     "fit_body",
     "fit_summary",
+    "fit_ticket",
     "markdown_sections",
     "part_names",
     "split_bundle",
@@ -538,3 +539,23 @@ def _write_parts(bundle_path: Path, parent: dict[str, Any], slices: list[dict[st
             extra = {PART_INFO: _part_info(parent, slices, s["index"]), PART_DATA: data}
             paths.append(build_bundle(Path(empty), out_dir / name, extra=extra, mtime=mtime).path)
     return paths
+
+
+# When a ticket body must be cut to a desk's length, what the provider's engineer must read even if nothing else
+# fits comes right after the summary: what we ask for, and the bundle that proves it.
+_KEEP_FIRST = ("requested action", "references")
+
+
+def fit_ticket(draft: TicketDraft, desk: str) -> TicketDraft:
+    """The draft with its body fitted to the desk's length limit (fit_body, sections reordered so the requested
+    action and references come first when something must go); unchanged when it fits. The full text is always
+    in the bundle's ticket.md."""
+    from fabricase.bundler.limits import desk_limits
+
+    limit = desk_limits(desk).body_max_chars
+    if limit is None or len(draft.body) <= limit:
+        return draft
+    sections = markdown_sections(draft.body)
+    first = [sec for sec in sections[1:] if sec[0].strip().lower().startswith(_KEEP_FIRST)]
+    ordered = sections[:1] + first + [sec for sec in sections[1:] if sec not in first]
+    return dataclasses.replace(draft, body=fit_body(ordered, limit))

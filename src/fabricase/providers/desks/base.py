@@ -109,9 +109,9 @@ class Desk(abc.ABC):
 
     def fitted_body(self, draft: TicketDraft) -> str:
         """The body cut to this desk's length limit (bundler.limits), most important sections first."""
-        from fabricase.pipeline import fit_draft
+        from fabricase.bundler.fit import fit_ticket
 
-        return fit_draft(draft, self.name).body
+        return fit_ticket(draft, self.name).body
 
     def case_folder(self, escalation_id: str) -> Path:
         """DATA/outbox/<escalation id>: where a desk keeps its local record of a case."""
