@@ -403,13 +403,13 @@ def store_placements(capture: Capture, placements: list[Placement], source: Topo
 
 def inventory_topology(path: Path | None, paths: Paths | None = None) -> dict[str, list[str]]:
     """The static inventory's switches and racks: the file given, else the one in the config directory."""
-    from fabricase.providers.static import load_inventory
+    from fabricase.providers.static import TOPOLOGY_FIELDS, config_inventory, load_inventory
 
-    file = path or (paths.config / "inventory.json" if paths else None)
+    file = path or (config_inventory(paths) if paths else None)
     if file is None:
         return {}
     inventory = load_inventory(file)
-    return {host: [f"{k}:{entry[k]}" for k in ("switch", "rack") if entry.get(k)] for host, entry in inventory.items()}
+    return {host: [f"{k}:{entry[k]}" for k in TOPOLOGY_FIELDS if entry.get(k)] for host, entry in inventory.items()}
 
 
 def host_summaries(capture: Capture) -> list[dict]:

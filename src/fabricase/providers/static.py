@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import tomllib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,12 +25,19 @@ from fabricase.providers.base import CaseStatus, CheckResult, Feature, FilingRes
 from fabricase.providers.desks import Desk, make_desk
 from fabricase.providers.desks.outbox import CASE_PREFIX, OUTBOX_STATUS, OutboxDesk
 
-__all__ = ["CASE_PREFIX", "OUTBOX_STATUS", "StaticProvider", "load_inventory"]
+__all__ = [
+    "CASE_PREFIX", "INVENTORY_FILES", "OUTBOX_STATUS", "TOPOLOGY_FIELDS", "StaticProvider", "config_inventory",
+    "load_inventory",
+]  # fmt: skip
 
 INVENTORY_FILE = "inventory.json"
+# The inventory may be written in any of these (the first that exists in the config directory is read).
+INVENTORY_FILES = ("inventory.json", "inventory.toml", "inventory.yaml", "inventory.yml")
 NO_FAULTY_HOST_CHANNEL = "no provider API: the static provider has no faulty-host channel"
 _PLACEMENT_FIELDS = ("instance_id", "instance_type", "region", "zone", "placement_group")
-_TOPOLOGY_FIELDS = ("switch", "rack")  # outermost first, as Placement.topology wants
+# Outermost first, as Placement.topology wants: a spine above leaf switches above racks. `switch` and `leaf` are
+# both the switch the host is cabled to (older inventories say switch).
+TOPOLOGY_FIELDS = ("spine", "switch", "leaf", "rack")
 
 
 def _check_entry(path: Path, host: str, entry: Any) -> dict[str, str]:
@@ -39,6 +47,30 @@ def _check_entry(path: Path, host: str, entry: Any) -> dict[str, str]:
         if value is not None and not isinstance(value, str | int):
             raise ConfigError(f"host {host!r}: {key} must be a string", where=str(path))
     return {key: str(value) for key, value in entry.items() if value is not None}
+
+
+def _parse_inventory(path: Path, text: str) -> Any:
+    """The inventory document, by the file's suffix: JSON, TOML ([hosts.<name>] tables) or YAML."""
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from exc
+    if suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError as exc:
+            raise ConfigError("a YAML inventory needs PyYAML: pip install pyyaml (or write it as JSON or TOML)",
+                              where=str(path)) from exc
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"not valid YAML: {str(exc).splitlines()[0]}", where=str(path)) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON: {exc.msg} (line {exc.lineno})", where=str(path)) from exc
 
 
 def load_inventory(path: Path) -> dict[str, dict[str, str]]:
@@ -52,25 +84,28 @@ def load_inventory(path: Path) -> dict[str, dict[str, str]]:
         raise ConfigError(
             f"cannot read the inventory: {getattr(exc, 'strerror', None) or exc}", where=str(path)
         ) from exc
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON: {exc.msg} (line {exc.lineno})", where=str(path)) from exc
+    document = _parse_inventory(path, text)
     hosts = document.get("hosts", {}) if isinstance(document, dict) else None
     if not isinstance(hosts, dict):
         raise ConfigError('expected {"hosts": {"<host>": {"rack": ..., "switch": ...}}}', where=str(path))
     return {str(host): _check_entry(path, str(host), entry) for host, entry in hosts.items()}
 
 
+def config_inventory(paths: Paths) -> Path:
+    """The config directory's inventory: the first of INVENTORY_FILES that exists (inventory.json when none)."""
+    return next((paths.config / name for name in INVENTORY_FILES if (paths.config / name).is_file()),
+                paths.config / INVENTORY_FILE)
+
+
 def _placement(host: str, entry: dict[str, str] | None) -> Placement:
     if entry is None:
         return Placement(host=host, provider="static")
-    known = {*_PLACEMENT_FIELDS, *_TOPOLOGY_FIELDS}
+    known = {*_PLACEMENT_FIELDS, *TOPOLOGY_FIELDS}
     return Placement(
         host=host,
         provider="static",
         **{f: entry.get(f) for f in _PLACEMENT_FIELDS},
-        topology=[f"{f}:{entry[f]}" for f in _TOPOLOGY_FIELDS if entry.get(f)],
+        topology=[f"{f}:{entry[f]}" for f in TOPOLOGY_FIELDS if entry.get(f)],
         extra={k: v for k, v in entry.items() if k not in known},
     )
 
@@ -95,7 +130,7 @@ class StaticProvider(Provider):
 
     @property
     def inventory_path(self) -> Path:
-        return self.paths.config / INVENTORY_FILE
+        return config_inventory(self.paths)
 
     def locate(self, hosts: list[dict[str, Any]]) -> list[Placement]:
         """Placements from the inventory (a host listed by its short name matches its FQDN too)."""
