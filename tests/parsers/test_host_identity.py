@@ -53,6 +53,7 @@ def test_full_identity(tmp_path):
         "bios_vendor": None,
         "bios_version": "1.6.10",
         "chassis_asset_tag": None,
+        "physical_host_name": None,  # only an Azure VM's Hyper-V KVP pool names it
     }
 
 
