@@ -166,3 +166,25 @@ def test_attach_a_new_capture_bundles_it_and_uploads_it_to_the_case(run, tmp_pat
     assert "New evidence, bundle" in json.dumps(event)
     _one_line = run("attach", opened["escalation_id"], code=2)
     assert "--capture" in _one_line.stderr
+
+
+def test_join_rebuilds_a_split_bundle_and_refuses_a_missing_part(run, tmp_path):
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    import harness
+
+    from fabricase.bundler.fit import MIN_PART_BYTES, split_bundle
+
+    scenario = next(s for s in harness.scenarios(16, 1, 0) if s.kind == "symbol-errors")
+    harness.build(scenario, tmp_path / "capture", seed=4)
+    opened = run.json("bundle", str(tmp_path / "capture"), "-o", str(tmp_path / "b.tar.gz"))
+    bundle = Path(opened["bundle_path"])
+    parts = split_bundle(bundle, max(MIN_PART_BYTES, bundle.stat().st_size // 3 + 1), out_dir=tmp_path / "parts")
+    assert len(parts) >= 2
+    for part in parts:
+        assert run.json("verify", str(part))["ok"]
+    joined = run.json("join", *map(str, reversed(parts)), "-o", str(tmp_path / "joined.tar.gz"))
+    assert (tmp_path / "joined.tar.gz").read_bytes() == bundle.read_bytes()
+    assert joined["bundle_id"] == opened["bundle_id"] and joined["ok"]
+    missing = run("join", str(parts[0]), "-o", str(tmp_path / "half.tar.gz"), code=1)
+    assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "half.tar.gz").exists()

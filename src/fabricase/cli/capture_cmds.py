@@ -179,6 +179,27 @@ def verify(bundle_path, as_json):
 
 
 @cli.command()
+@click.argument("parts", metavar="PART...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True,
+              help="The bundle file to rebuild (.tar.gz).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def join(parts, out, as_json):
+    """Rebuild a bundle from the parts it was split into for a desk's size limit (any order). Every part is
+    verified first, and the result must have the original bundle's sha256; otherwise nothing is written."""
+    from fabricase.bundler.verify import join_parts, verify_bundle
+
+    joined = join_parts(list(parts), out)
+    report = verify_bundle(joined)
+    if as_json:
+        emit_json({"bundle_path": str(joined), "bundle_id": report.bundle_id, "parts": len(parts), "ok": report.ok})
+    else:
+        out_console.print(f"Joined {len(parts)} part(s) into {joined}\n  id {report.bundle_id}", soft_wrap=True)
+    if not report.ok:
+        raise VerifyError(f"the joined bundle does not verify: {report.problems[0]}", where=str(joined),
+                          problems=report.problems)
+
+
+@cli.command()
 @click.argument("source", metavar="DIR|BUNDLE")
 @click.option("--provider", type=_PROVIDERS, default="static", show_default=True, help="Ticket template.")
 @click.option("--symptom", default="(not given)", help="What the workload saw.")
