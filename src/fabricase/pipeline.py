@@ -488,8 +488,8 @@ def desk_of(provider: str, paths: Paths | None = None) -> str:
 
 
 def fit_draft(draft: TicketDraft, desk: str) -> TicketDraft:
-    """The draft with its body fitted to the desk's length limit (bundler.fit.fit_ticket)."""
-    from fabricase.bundler.fit import fit_ticket
+    """The draft with its body fitted to the desk's length limit (bundler.body.fit_ticket)."""
+    from fabricase.bundler.body import fit_ticket
 
     return fit_ticket(draft, desk)
 
@@ -526,9 +526,9 @@ def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDra
     fitted to the draft's desk), the HTML report (`samples`: what analyze_capture put in samples_out; without
     them the report reads the capture again), and reproduce.sh with the capture script it runs."""
     from fabricase.bundler.archive import build_bundle
-    from fabricase.bundler.fit import SummaryInput, fit_summary
     from fabricase.bundler.limits import desk_limits
     from fabricase.bundler.reproduce import capture_script, reproduce_script
+    from fabricase.bundler.summary import SummaryInput, fit_summary
     from fabricase.report import html_report
 
     summary = fit_summary(SummaryInput(

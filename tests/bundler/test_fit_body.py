@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabricase.bundler.fit import fit_body, markdown_sections
+from fabricase.bundler.body import fit_body, markdown_sections
 from fabricase.errors import BundleError
 
 TABLE = "| host | port |\n|------|------|\n| gpu001 | mlx5_0/1 |\n| gpu002 | mlx5_3/1 |"

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fabricase.bundler.fit import SummaryInput, fit_body, fit_summary, markdown_sections
+from fabricase.bundler.body import fit_body, markdown_sections
 from fabricase.bundler.limits import DESK_LIMITS
+from fabricase.bundler.summary import SummaryInput, fit_summary
 from fabricase.capturedir import load_capture
 from fabricase.errors import BundleError
 from fabricase.models import Evidence, Finding, Placement, Severity

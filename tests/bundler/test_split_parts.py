@@ -15,7 +15,7 @@ from bundle_helpers import EXTRA, FILES, MTIME, make_capture, members_of, write_
 from click.testing import CliRunner
 
 from fabricase.bundler import build_bundle, verify_bundle
-from fabricase.bundler.fit import MIN_PART_BYTES, part_names, split_bundle
+from fabricase.bundler.parts import MIN_PART_BYTES, part_names, split_bundle
 from fabricase.bundler.verify import PART_DATA, PART_INFO, bundle_id_of, join_parts
 from fabricase.cli import cli
 from fabricase.errors import BundleError, VerifyError

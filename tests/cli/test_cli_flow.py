@@ -172,7 +172,7 @@ def test_join_rebuilds_a_split_bundle_and_refuses_a_missing_part(run, tmp_path):
     sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
     import harness
 
-    from fabricase.bundler.fit import MIN_PART_BYTES, split_bundle
+    from fabricase.bundler.parts import MIN_PART_BYTES, split_bundle
 
     scenario = next(s for s in harness.scenarios(16, 1, 0) if s.kind == "symbol-errors")
     harness.build(scenario, tmp_path / "capture", seed=4)

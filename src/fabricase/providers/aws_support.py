@@ -250,9 +250,9 @@ def upload_by_links(call: Callable[[str, Callable[[], Any]], Any], support: Any,
 
 
 def split_to(path: Path, part_bytes: int, out_dir: Path) -> list[Path]:
-    """The bundle in parts of at most part_bytes (bundler.fit.split_bundle); a file that is not a bundle
+    """The bundle in parts of at most part_bytes (bundler.parts.split_bundle); a file that is not a bundle
     cannot be split, which is said in one line."""
-    from fabricase.bundler.fit import split_bundle
+    from fabricase.bundler.parts import split_bundle
 
     try:
         return split_bundle(path, part_bytes, out_dir=out_dir)

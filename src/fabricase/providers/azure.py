@@ -339,7 +339,7 @@ class AzureProvider(Provider):
 
     def _attachments(self, files: Sequence[Path], out_dir: Path) -> list[tuple[str, Path]]:
         """(name at the desk, file) for each file; a file over 5 MB goes as verified bundle parts."""
-        from fabricase.bundler.fit import split_bundle
+        from fabricase.bundler.parts import split_bundle
 
         out: list[tuple[str, Path]] = []
         for path in map(Path, files):

@@ -27,8 +27,8 @@ from typing import Any
 
 from google.cloud import support_v2
 
-from fabricase.bundler.fit import split_bundle
 from fabricase.bundler.limits import bundle_delivery, desk_limits
+from fabricase.bundler.parts import split_bundle
 from fabricase.config import Paths, provider_profile
 from fabricase.errors import ConfigError, ProviderError
 from fabricase.models import TicketDraft

@@ -109,7 +109,7 @@ class Desk(abc.ABC):
 
     def fitted_body(self, draft: TicketDraft) -> str:
         """The body cut to this desk's length limit (bundler.limits), most important sections first."""
-        from fabricase.bundler.fit import fit_ticket
+        from fabricase.bundler.body import fit_ticket
 
         return fit_ticket(draft, self.name).body
 
@@ -125,9 +125,9 @@ class Desk(abc.ABC):
     @contextmanager
     def deliverable(self, files: list[Path], limit: int | None) -> Iterator[list[Path]]:
         """The files as the desk can take them: each one larger than `limit` bytes split into parts
-        (bundler.fit.split_bundle, each part verifiable on its own), never dropped. Parts live in a temporary
+        (bundler.parts.split_bundle, each part verifiable on its own), never dropped. Parts live in a temporary
         folder for the duration of the `with`."""
-        from fabricase.bundler.fit import split_bundle
+        from fabricase.bundler.parts import split_bundle
 
         for f in files:
             if not Path(f).is_file():
