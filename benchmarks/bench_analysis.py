@@ -24,7 +24,7 @@ import harness  # noqa: E402
 
 from fabricase.analysis import analyze  # noqa: E402
 from fabricase.capturedir import load_capture  # noqa: E402
-from fabricase.pipeline import inventory_topology  # noqa: E402
+from fabricase.placements import inventory_topology  # noqa: E402
 
 
 def main() -> None:

@@ -366,7 +366,7 @@ def main() -> None:
     args = ap.parse_args()
     from fabricase.analysis import analyze
     from fabricase.capturedir import load_capture
-    from fabricase.pipeline import inventory_topology
+    from fabricase.placements import inventory_topology
 
     out = args.out or Path(tempfile.mkdtemp(prefix="fabricase-harness-"))
     rows: dict[str, list[int]] = {}  # kind -> [true positives, false negatives, false alarms, scenarios]

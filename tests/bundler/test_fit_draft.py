@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fabricase.escalate import desk_of, fit_draft
 from fabricase.models import Severity, TicketDraft
-from fabricase.pipeline import desk_of, fit_draft
 
 
 def _draft(findings: int) -> TicketDraft:

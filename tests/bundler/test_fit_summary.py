@@ -15,8 +15,10 @@ from fabricase.bundler.limits import DESK_LIMITS
 from fabricase.bundler.summary import SummaryInput, fit_summary
 from fabricase.capturedir import load_capture
 from fabricase.errors import BundleError
+from fabricase.escalate import host_summaries, make_draft
 from fabricase.models import Evidence, Finding, Placement, Severity
-from fabricase.pipeline import analyze_capture, host_summaries, inventory_placements, make_draft, topology_of
+from fabricase.pipeline import analyze_capture
+from fabricase.placements import inventory_placements, topology_of
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import harness  # noqa: E402

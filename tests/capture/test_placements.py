@@ -11,7 +11,7 @@ import pytest
 from fabricase.capturedir import PLACEMENTS_FILE, load_placements, placements_bytes, write_placements
 from fabricase.errors import CaptureError, ConfigError, ParseError
 from fabricase.models import Placement
-from fabricase.pipeline import inventory_placements, merge_placements
+from fabricase.placements import inventory_placements, merge_placements
 
 GPU1 = Placement(host="gpu001", provider="aws", instance_id="i-0abc", instance_type="p5.48xlarge",
                  region="us-east-1", zone="us-east-1a", placement_group="pg-1",

@@ -10,7 +10,7 @@ from corpus import Corpus
 from fabricase.analysis import analyze, findings_to_json
 from fabricase.capturedir import load_capture, load_placements
 from fabricase.models import Bundle
-from fabricase.pipeline import topology_of
+from fabricase.placements import topology_of
 from fabricase.redact import Redactor
 
 KEY = bytes(range(32))  # one escalation's key

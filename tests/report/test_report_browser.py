@@ -17,7 +17,7 @@ from report_helpers import artifacts_dir, colours, console_messages, dom, png_pi
 from fabricase.analysis import analyze
 from fabricase.capturedir import load_capture
 from fabricase.models import HostCapture, HostStatus
-from fabricase.pipeline import inventory_placements, topology_of
+from fabricase.placements import inventory_placements, topology_of
 from fabricase.report import html_report
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))

@@ -15,7 +15,7 @@ from report_helpers import RDMA_METRIC, capture_of, dom, fleet, leaf_placements,
 
 from fabricase.analysis import analyze, host_samples
 from fabricase.models import Evidence, Finding, HostCapture, HostStatus, InputFile, MetricSample, Placement, Severity
-from fabricase.pipeline import inventory_placements, topology_of
+from fabricase.placements import inventory_placements, topology_of
 from fabricase.report import html_report
 from fabricase.report.gaps import collection_gaps
 from fabricase.report.heatmap import GROUP_SIZE, MAX_FAMILY_COLUMNS, heat_map, host_groups

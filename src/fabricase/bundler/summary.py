@@ -22,7 +22,7 @@ TEXT_KEPT = 200  # characters of any one text once the summary must shrink furth
 
 @dataclass(frozen=True)
 class SummaryInput:
-    """What the summary attachment says. hosts: `pipeline.host_summaries` records (host, status, reason,
+    """What the summary attachment says. hosts: `escalate.host_summaries` records (host, status, reason,
     identity); timeline: entries with `at` and `what` (templates.timeline) or (at, what) pairs; counters:
     rows of the suspect components' key counters against the fleet (host, component, metric, value, fleet
     baseline, unit, ...), None when the findings' evidence (value and baseline) is all there is."""

@@ -26,7 +26,7 @@ def _placements(capture, source: str, inventory: Path | None):
     """resolve_placements, with a bundle's malformed placements.json named as the bundle's member (the
     folder it was extracted to is temporary)."""
     from fabricase.capturedir import PLACEMENTS_FILE
-    from fabricase.pipeline import resolve_placements
+    from fabricase.placements import resolve_placements
 
     try:
         return resolve_placements(capture, inventory, paths())
@@ -53,7 +53,7 @@ _pseudonymize_option = click.option(
 def collect(out_dir, inventory, as_json, **target):
     """Capture counters, logs and identity from the hosts into a capture directory (nothing else)."""
     from fabricase.capturedir import write_placements
-    from fabricase.pipeline import inventory_placements
+    from fabricase.placements import inventory_placements
 
     if target["replay"]:
         raise click.UsageError("collect captures live hosts; --replay is for analyze, draft and open")
@@ -93,7 +93,8 @@ def analyze(source, inventory, as_json):
     Topology (which hosts share a switch, rack or network node) comes from --inventory, else from the
     placements stored in the capture, else from the config directory's inventory.json. With --inventory on a
     directory, its placements are stored in the capture for later analyses and bundles."""
-    from fabricase.pipeline import analyze_capture, store_placements, topology_of
+    from fabricase.pipeline import analyze_capture
+    from fabricase.placements import store_placements, topology_of
 
     capture = _load(source)
     placements, topology = _placements(capture, source, inventory)
@@ -125,15 +126,9 @@ def bundle(source, out, provider, symptom, pseudonymize, as_json):
 
     The same capture and options give the same bytes; with --pseudonymize, the pseudonym key is kept by the
     tracker for this capture, so rebuilding gives the same bytes too."""
-    from fabricase.pipeline import (
-        analyze_capture,
-        build_bundle_for,
-        bundle_scope,
-        make_draft,
-        make_redactor,
-        topology_of,
-        worst_severity,
-    )
+    from fabricase.escalate import build_bundle_for, bundle_scope, make_draft, make_redactor, worst_severity
+    from fabricase.pipeline import analyze_capture
+    from fabricase.placements import topology_of
     from fabricase.tracker.store import Tracker
 
     capture = _load(source)
@@ -207,7 +202,9 @@ def join(parts, out, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the draft as JSON.")
 def draft(source, provider, symptom, severity, as_json):
     """Render the provider ticket for a capture or bundle without filing anything."""
-    from fabricase.pipeline import analyze_capture, make_draft, topology_of, worst_severity
+    from fabricase.escalate import make_draft, worst_severity
+    from fabricase.pipeline import analyze_capture
+    from fabricase.placements import topology_of
 
     capture = _load(source)
     placements, _ = _placements(capture, source, None)
@@ -235,7 +232,7 @@ def draft(source, provider, symptom, severity, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
 def open_(symptom, provider, severity, dry_run, pseudonymize, force, as_json, **target):
     """Capture, analyze, bundle, draft, file and track one escalation."""
-    from fabricase.pipeline import open_escalation
+    from fabricase.escalate import open_escalation
 
     capture = capture_from_targets(target, None, quiet=as_json)
     if not any(h.status == HostStatus.OK for h in capture.hosts) and not as_json:

@@ -43,7 +43,8 @@ def _escalations(enabled: bool):
 def _export(capture: Capture, source: str, inventory: Path | None, out_dir: Path, escalations: bool) -> dict:
     """Analyze one capture and write its textfile; what was written, for --json and the round line."""
     from fabricase.metrics import FamiliesCollector, capture_families, exported_samples, registry_of, write_textfile
-    from fabricase.pipeline import analyze_capture, topology_of
+    from fabricase.pipeline import analyze_capture
+    from fabricase.placements import topology_of
 
     placements, _ = _placements(capture, source, inventory)
     findings = analyze_capture(capture, topology_of(placements))

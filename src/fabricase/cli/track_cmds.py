@@ -261,7 +261,8 @@ def attach(escalation_id, files, source, pseudonymize, note, as_json):
         esc = tracker.get(escalation_id)
         files = list(files)
         if source is not None:
-            from fabricase.pipeline import evidence_bundle, load_input
+            from fabricase.escalate import evidence_bundle
+            from fabricase.pipeline import load_input
 
             bundle, findings = evidence_bundle(load_input(Path(source)), paths(), esc, pseudonymize=pseudonymize)
             files.insert(0, bundle.path)
