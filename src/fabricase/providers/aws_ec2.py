@@ -7,12 +7,12 @@ Pure helpers (instance ids, batching, placement building, reason codes) and thin
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from fabricase.errors import ProviderError
 from fabricase.models import Finding, Placement, Severity
+from fabricase.providers.identity import EC2_INSTANCE_ID
 
 __all__ = [
     "BATCH", "IDENTITY_KEYS", "REASON_CODES", "describe_capacity_blocks", "describe_instances",
@@ -26,7 +26,6 @@ BATCH = 100
 # Where a host's identity names its instance: the parser's DMI board_asset_tag (EC2 Nitro puts the instance id
 # there), or an instance id a capture recorded directly.
 IDENTITY_KEYS = ("instance_id", "ec2_instance_id", "board_asset_tag")
-_INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
 
 Call = Callable[[str, Callable[[], Any]], Any]
 
@@ -35,7 +34,7 @@ def instance_id_of(identity: Mapping[str, Any] | None) -> str | None:
     """The EC2 instance id a host's identity names, or None (a placeholder asset tag is not an id)."""
     for key in IDENTITY_KEYS:
         value = (identity or {}).get(key)
-        if isinstance(value, str) and _INSTANCE_ID.fullmatch(value.strip()):
+        if isinstance(value, str) and EC2_INSTANCE_ID.fullmatch(value.strip()):
             return value.strip()
     return None
 
@@ -182,6 +181,6 @@ def report_description(escalation_hint: str, findings: Iterable[Finding]) -> str
 
 
 def require_instance(placement: Placement) -> str:
-    if not placement.instance_id or not _INSTANCE_ID.fullmatch(placement.instance_id):
+    if not placement.instance_id or not EC2_INSTANCE_ID.fullmatch(placement.instance_id):
         raise ProviderError(f"host {placement.host} has no EC2 instance id to report", where="aws")
     return placement.instance_id

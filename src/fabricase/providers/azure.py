@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import math
 import re
 import tempfile
 import time
@@ -26,15 +25,29 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fabricase.bundler.limits import DESK_LIMITS, file_name_problem, fit_file_name
 from fabricase.config import CONFIG_FILE, Paths, provider_profile
 from fabricase.errors import FabricaseError, ProviderError
 from fabricase.models import EscalationState, Finding, Placement, TicketDraft
 from fabricase.providers import azure_sdk
 from fabricase.providers.azure_health import IMPACT_API_VERSION, impact_body, impact_category, impact_name, impact_path
+from fabricase.providers.azure_locate import (
+    LOCATE_WORKERS,
+    is_azure_vm,
+    last_segment,
+    match_vms,
+    placement_of,
+    resource_group,
+)
 from fabricase.providers.azure_sdk import ARM_SCOPE, AzureProfile
+from fabricase.providers.azure_ticket import (
+    FILE_MAX,
+    ticket_comment,
+    ticket_name,
+    ticket_state,
+    upload_chunks,
+    upload_name,
+)
 from fabricase.providers.base import (
-    CaseComment,
     CaseStatus,
     CheckResult,
     FaultyHostReport,
@@ -47,25 +60,12 @@ from fabricase.providers.base import (
 from fabricase.templates.severity import desk_severity
 
 __all__ = [
-    "AZURE_CHASSIS_ASSET_TAG",
     "AzureProvider",
-    "CHUNK_BYTES",
     "credential_factory",
-    "is_azure_vm",
-    "ticket_name",
-    "ticket_state",
-    "upload_name",
 ]
 
-AZURE_CHASSIS_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"  # every Azure VM's DMI chassis asset tag
-MICROSOFT = "Microsoft Corporation"
-LIMITS = DESK_LIMITS["azure"]
-FILE_MAX = LIMITS.attachment_max_bytes or 5_242_880  # files.create: file_size <= 5 MB
-CHUNK_BYTES = FILE_MAX // 2  # files.upload: chunks of <= 2.5 MB, at most 2
 TITLE_MAX = 200
-LOCATE_WORKERS = 8
 SUPPORT = "Microsoft.Support"
-_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _RESOURCE_ID = re.compile(r"/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.Compute/"
                           r"virtualMachines/[A-Za-z0-9_.-]+", re.IGNORECASE)
 _TICKET_PROBLEM_WORDS = ("gpu", "infiniband", "performance")  # classification picked when none is configured
@@ -73,65 +73,6 @@ _TICKET_PROBLEM_WORDS = ("gpu", "infiniband", "performance")  # classification p
 # How the provider gets its credential: tests replace it with a fake TokenCredential.
 credential_factory: Callable[[], Any] = azure_sdk.default_credential
 
-
-def is_azure_vm(identity: dict[str, Any]) -> bool:
-    """Whether the captured DMI can be an Azure VM. Nothing captured (an unreachable host): maybe, so the
-    host is still looked up by name; on-premises Hyper-V (Microsoft, another asset tag) is not."""
-    vendor, tag = identity.get("sys_vendor"), identity.get("chassis_asset_tag")
-    if vendor is not None and vendor != MICROSOFT:
-        return False
-    return tag is None or tag == AZURE_CHASSIS_ASSET_TAG
-
-
-def _short(name: str | None) -> str:
-    return (name or "").split(".")[0].lower()
-
-
-def _last(resource_id: str | None) -> str | None:
-    return resource_id.rstrip("/").rsplit("/", 1)[-1] if resource_id else None
-
-
-def _resource_group(resource_id: str | None) -> str | None:
-    m = re.search(r"/resourceGroups/([^/]+)", resource_id or "", re.IGNORECASE)
-    return m.group(1) if m else None
-
-
-def ticket_name(escalation_id: str, bundle_id: str | None) -> str:
-    """The ticket's (and its file workspace's) name: the same escalation and bundle always give the same
-    name, so filing again finds the ticket; the bundle id keeps two trackers' FC-1 apart."""
-    base = _NAME_UNSAFE.sub("-", escalation_id).strip("-") or "case"
-    return f"fabricase-{base}" + (f"-{bundle_id[:12]}" if bundle_id else "")
-
-
-def upload_name(name: str) -> str:
-    """A file name the desk takes: a blocked extension (report.html) gets `.txt` appended (the content is
-    unchanged: a reader renames it back), and the name is cut to the desk's length keeping its suffix."""
-    if file_name_problem(name, LIMITS) and any(name.lower().endswith(e) for e in LIMITS.blocked_extensions):
-        name += ".txt"
-    m = re.search(r"(\.tar\.gz.*|\.[A-Za-z0-9]+)$", name)
-    return fit_file_name(name, LIMITS.file_name_max, keep_suffix=m.group(1) if m else "")
-
-
-def ticket_state(raw_status: str, comments: Sequence[CaseComment]) -> EscalationState:
-    """Azure has two statuses, Open and Closed: an open ticket waits on us when Microsoft wrote last."""
-    if raw_status.strip().lower() == "closed":
-        return EscalationState.CLOSED
-    if comments and comments[-1].from_provider:
-        return EscalationState.WAITING_US
-    return EscalationState.WAITING_PROVIDER
-
-
-def _comment(c: Any) -> CaseComment:
-    at = c.created_date.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if c.created_date else ""
-    # inbound: from the customer to Microsoft; outbound: Microsoft's engineer to the customer
-    return CaseComment(at=at, author=c.sender or "", body=c.body or "",
-                       from_provider=str(c.communication_direction or "").lower() == "outbound")
-
-
-def _chunks(size: int) -> tuple[int, int]:
-    """(chunk size, number of chunks) for a file of `size` bytes."""
-    chunk = min(CHUNK_BYTES, size)
-    return chunk, math.ceil(size / chunk)
 
 
 class AzureProvider(Provider):
@@ -207,70 +148,24 @@ class AzureProvider(Provider):
         return self._call("GET virtualMachines", lambda: list(self.compute.virtual_machines.list_all()))
 
     def _instance_view(self, vm: Any) -> Any:
-        rg = _resource_group(vm.id)
+        rg = resource_group(vm.id)
         return self._call(f"GET virtualMachines/{vm.name}/instanceView",
                           lambda: self.compute.virtual_machines.instance_view(rg, vm.name))
 
     def locate(self, hosts: list[dict[str, Any]]) -> list[Placement]:
-        """Each host's VM, by name or computer name, with its instance view. A host that is no Azure VM, or
-        that no VM of the subscription matches, gets a placement naming only what the guest told."""
-        wanted = [h for h in hosts if is_azure_vm(h.get("identity") or {})]
-        vms: dict[str, Any] = {}
-        if wanted:
-            for vm in self._list_vms():
-                computer = getattr(getattr(vm, "os_profile", None), "computer_name", None)
-                for key in {_short(vm.name), _short(computer)} - {""}:
-                    vms.setdefault(key, vm)
-        matched: dict[str, Any] = {}
-        for h in wanted:
-            identity = h.get("identity") or {}
-            vm = vms.get(_short(h["host"])) or vms.get(_short(identity.get("hostname")))
-            if vm is not None:
-                matched[h["host"]] = vm
+        """Each host's VM, by name or computer name, with its instance view (azure_locate). A host that is no
+        Azure VM, or that no VM of the subscription matches, gets a placement naming only what the guest told."""
+        wanted = any(is_azure_vm(h.get("identity") or {}) for h in hosts)
+        matched = match_vms(hosts, self._list_vms()) if wanted else {}
         unique = {vm.id: vm for vm in matched.values()}
         with ThreadPoolExecutor(max_workers=LOCATE_WORKERS) as pool:
             views = dict(zip(unique, pool.map(self._instance_view, unique.values()), strict=True))
-        return [self._placement(h, matched.get(h["host"]), views.get(getattr(matched.get(h["host"]), "id", None)))
-                for h in hosts]
+        placed = []
+        for h in hosts:
+            vm = matched.get(h["host"])
+            placed.append(placement_of(self.name, h, vm, views.get(vm.id) if vm is not None else None))
+        return placed
 
-    def _placement(self, host: dict[str, Any], vm: Any, view: Any) -> Placement:
-        physical = (host.get("identity") or {}).get("physical_host_name")
-        if vm is None:
-            extra = {"physical_host_name": physical} if physical else {}
-            return Placement(host=host["host"], provider=self.name, extra=extra,
-                             topology=[f"physical-host:{physical}"] if physical else [])
-        scale_set = _last(getattr(vm.virtual_machine_scale_set, "id", None))
-        ppg = _last(getattr(vm.proximity_placement_group, "id", None))
-        block = _last(getattr(getattr(vm.interconnect_block_profile, "interconnect_block", None), "id", None))
-        subgroup = getattr(getattr(view, "interconnect_instance_view", None), "interconnect_subgroup_id", None)
-        fault = getattr(view, "platform_fault_domain", None)
-        power = next((s.code for s in (getattr(view, "statuses", None) or []) if (s.code or "").startswith(
-            "PowerState/")), None)
-        extra = {
-            "resource_id": vm.id,
-            "name": vm.name,
-            "vm_id": vm.vm_id,
-            "resource_group": _resource_group(vm.id),
-            "physical_host_name": physical,
-            "fault_domain": fault if fault is not None else vm.platform_fault_domain,
-            "update_domain": getattr(view, "platform_update_domain", None),
-            "scale_set": scale_set,
-            "proximity_placement_group": ppg,
-            "availability_set": _last(getattr(vm.availability_set, "id", None)),
-            "dedicated_host": _last(getattr(vm.host, "id", None)),
-            "interconnect_block": block,
-            "interconnect_subgroup_id": subgroup,
-            "power_state": power,
-        }
-        topology = [f"interconnect-block:{block}" if block else None,
-                    f"interconnect-subgroup:{subgroup}" if subgroup else None,
-                    f"physical-host:{physical}" if physical else None]
-        return Placement(
-            host=host["host"], provider=self.name, instance_id=vm.id,
-            instance_type=getattr(vm.hardware_profile, "vm_size", None), region=vm.location,
-            zone=(vm.zones or [None])[0], placement_group=scale_set or ppg,
-            topology=[t for t in topology if t], extra={k: v for k, v in extra.items() if v is not None},
-        )
 
     # --- filing --------------------------------------------------------------------------------------------
 
@@ -291,7 +186,7 @@ class AzureProvider(Provider):
         want_pc = self.profile.problem_classification
         if want_pc and want_pc.startswith("/providers/"):
             return service_id, want_pc
-        service_name = _last(service_id)
+        service_name = last_segment(service_id)
         classes = self._call("GET problemClassifications",
                              lambda: list(self.support.problem_classifications.list(service_name)))
         names = [(c, (c.display_name or "").lower()) for c in classes]
@@ -378,7 +273,7 @@ class AzureProvider(Provider):
             if name in present:
                 continue
             data = path.read_bytes()
-            chunk, count = _chunks(len(data))
+            chunk, count = upload_chunks(len(data))
             details = models.FileDetails(file_size=len(data), chunk_size=chunk, number_of_chunks=count)
             self._call(f"PUT files/{name}", lambda n=name, d=details: self.support.files.create(workspace, n, d))
             for i in range(count):
@@ -432,7 +327,7 @@ class AzureProvider(Provider):
             if files:
                 plan.append(PlannedRequest(SUPPORT, f"PUT fileWorkspaces/{name}", {"name": name}))
             for upload, path in files:
-                chunk, count = _chunks(path.stat().st_size)
+                chunk, count = upload_chunks(path.stat().st_size)
                 plan.append(PlannedRequest(SUPPORT, f"PUT fileWorkspaces/{name}/files/{upload}", {
                     "attachment": {**attachment_ref(path), "name": upload}, "chunk_size": chunk,
                     "number_of_chunks": count}))
@@ -490,7 +385,7 @@ class AzureProvider(Provider):
             raise ProviderError("no such support ticket", where=case_id)
         found = self._call(f"GET supportTickets/{case_id}/communications",
                            lambda: list(self.support.communications.list(case_id)))
-        comments = tuple(sorted((_comment(c) for c in found), key=lambda c: c.at))
+        comments = tuple(sorted((ticket_comment(c) for c in found), key=lambda c: c.at))
         raw = ticket.status or "Open"
         return CaseStatus(case_id=case_id, raw_status=raw, state=ticket_state(raw, comments), comments=comments)
 
@@ -576,7 +471,8 @@ class AzureProvider(Provider):
             if missing:
                 raise ProviderError(f"contact needs {', '.join(missing)}")
             configured = self.profile.support_plan or "not configured"
-            return (f"service {_last(service_id)}, problem classification {_last(problem_id)}; support plan "
+            return (f"service {last_segment(service_id)}, problem classification {last_segment(problem_id)}; "
+                    "support plan "
                     f"{configured} (Azure refuses a technical ticket without a paid plan only when filing)")
 
         results += [self._check("subscription access", vms), self._check("support tickets", tickets),

@@ -10,7 +10,7 @@ from fabricase.collectors import select_collectors
 from fabricase.collectors.framing import parse_stream
 from fabricase.collectors.plan import CapturePlan
 from fabricase.models import HostStatus
-from fabricase.providers.azure import AZURE_CHASSIS_ASSET_TAG
+from fabricase.providers.identity import AZURE_CHASSIS_ASSET_TAG
 
 sys.path.insert(0, str(Path(__file__).parents[3] / "benchmarks"))
 

@@ -7,17 +7,11 @@ from azure_capture import kvp_record
 
 from fabricase.models import EscalationState, Evidence, Finding, Severity
 from fabricase.parsers.kvp import parse_kvp_pool
-from fabricase.providers.azure import (
-    AZURE_CHASSIS_ASSET_TAG,
-    CHUNK_BYTES,
-    _chunks,
-    is_azure_vm,
-    ticket_name,
-    ticket_state,
-    upload_name,
-)
 from fabricase.providers.azure_health import GENERIC_CATEGORY, impact_category, impact_name
+from fabricase.providers.azure_locate import is_azure_vm
+from fabricase.providers.azure_ticket import CHUNK_BYTES, ticket_name, ticket_state, upload_chunks, upload_name
 from fabricase.providers.base import CaseComment
+from fabricase.providers.identity import AZURE_CHASSIS_ASSET_TAG
 
 
 def test_kvp_pool_records_are_read_and_a_torn_tail_is_ignored():
@@ -49,9 +43,9 @@ def test_names_the_desk_takes():
 
 
 def test_chunks_stay_within_two_of_two_and_a_half_megabytes():
-    assert _chunks(10) == (10, 1)
-    assert _chunks(5_242_880) == (CHUNK_BYTES, 2) and CHUNK_BYTES == 2_621_440
-    assert _chunks(CHUNK_BYTES + 1) == (CHUNK_BYTES, 2)
+    assert upload_chunks(10) == (10, 1)
+    assert upload_chunks(5_242_880) == (CHUNK_BYTES, 2) and CHUNK_BYTES == 2_621_440
+    assert upload_chunks(CHUNK_BYTES + 1) == (CHUNK_BYTES, 2)
 
 
 def _c(from_provider: bool) -> CaseComment:
