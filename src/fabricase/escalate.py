@@ -65,11 +65,16 @@ __all__ = [
 ]
 
 def host_summaries(capture: Capture) -> list[dict]:
+    """Each host's status and identity (what locate, the ticket and the summary say of it). Read once per run:
+    the caller passes the list on."""
     from fabricase.parsers.identity import host_identity
 
     out = []
     for hc in capture.hosts:
-        identity = host_identity(hc) if hc.items else {}
+        try:
+            identity = host_identity(hc) if hc.items else {}
+        finally:
+            hc.release()  # a fleet's streams must not all stay in memory
         out.append({"host": hc.host, "status": str(hc.status), "reason": hc.reason, "identity": identity})
     return out
 
@@ -102,14 +107,16 @@ class _KernelLogs(Mapping[str, str | None]):
 def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symptom: str,
                severity: Severity, placements: list[Placement], bundle_id: str | None,
                escalation_id: str | None, checks: Mapping[str, Any] | None = None,
-               events: Sequence[EscalationEvent] = ()) -> TicketDraft:
+               events: Sequence[EscalationEvent] = (), hosts: list[dict] | None = None) -> TicketDraft:
     """The ticket for the provider's desk: what was found, where, since when, what was ruled out (`checks`:
-    templates.ruled_out.checks_run(capture.hosts), computed here when not given) and what we ask for."""
+    templates.ruled_out.checks_run(capture.hosts)) and what we ask for. `checks` and `hosts` (host_summaries)
+    are computed here when not given."""
     from fabricase.templates import render_draft
     from fabricase.templates.ruled_out import checks_run
 
     return render_draft(provider=provider, symptom=symptom, severity=severity, findings=findings,
-                        hosts=host_summaries(capture), placements=placements, bundle_id=bundle_id,
+                        hosts=hosts if hosts is not None else host_summaries(capture), placements=placements,
+                        bundle_id=bundle_id,
                         capture_created_at=capture.created_at, escalation_id=escalation_id,
                         checks=checks if checks is not None else checks_run(capture.hosts),
                         kernel_logs=_KernelLogs(capture), events=events)
@@ -173,7 +180,7 @@ def bundle_scope(capture: Capture) -> str:
 def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDraft, out: Path, *,
                      placements: list[Placement] | None = None,
                      samples: dict[str, list[MetricSample]] | None = None, symptom: str = "",
-                     redactor: Redactor | None = None) -> Bundle:
+                     redactor: Redactor | None = None, hosts: list[dict] | None = None) -> Bundle:
     """The evidence bundle: the capture directory, findings, the ticket draft, the summaries (Markdown, and JSON
     fitted to the draft's desk), the HTML report (`samples`: what analyze_capture put in samples_out; without
     them the report reads the capture again), and reproduce.sh with the capture script it runs."""
@@ -185,7 +192,8 @@ def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDra
 
     summary = fit_summary(SummaryInput(
         title=draft.title, symptom=symptom or draft.title, severity=str(draft.severity), captured_at=capture.created_at,
-        findings=findings, hosts=host_summaries(capture), placements=placements or [],
+        findings=findings, hosts=hosts if hosts is not None else host_summaries(capture),
+        placements=placements or [],
     ), desk_limits(desk_of(draft.provider)).attachment_max_bytes)
     extra = {
         "findings.json": findings_json(findings).encode(),
@@ -271,9 +279,10 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
 
     clock = _Clock()
     provider = get_provider(provider_name, paths)
+    summaries = host_summaries(capture)  # read once: locate, the tickets and the summary share it
     with clock("locate"):
         located = [dataclasses.replace(p, source=p.source or f"provider:{provider_name}")
-                   for p in provider.locate(host_summaries(capture))]
+                   for p in provider.locate(summaries)]
         try:
             stored = load_placements(capture.root) or []
         except ParseError as exc:
@@ -289,8 +298,9 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     with clock("render"):
         # The ticket is written for the desk that will read it: a static provider filing to Jira gets Jira's.
         draft_kw = dict(provider=desk if provider_name == "static" and desk != "outbox" else provider_name,
-                        symptom=symptom, severity=severity, placements=placements, checks=checks_run(capture.hosts))
-    bundle_kw = dict(placements=placements, samples=samples, symptom=symptom)
+                        symptom=symptom, severity=severity, placements=placements, checks=checks_run(capture.hosts),
+                        hosts=summaries)
+    bundle_kw = dict(placements=placements, samples=samples, symptom=symptom, hosts=summaries)
 
     if dry_run:
         key = None
@@ -351,6 +361,7 @@ def evidence_bundle(capture: Capture, paths: Paths, esc: Escalation, *,
     from fabricase.tracker.store import Tracker
 
     placements, _ = resolve_placements(capture, None, paths)
+    summaries = host_summaries(capture)
     samples: dict[str, list[MetricSample]] = {}
     findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
     desk = desk_of(esc.provider, paths)
@@ -361,8 +372,9 @@ def evidence_bundle(capture: Capture, paths: Paths, esc: Escalation, *,
             key = keys.pseudonym_key(esc.id)
     redactor = make_redactor(capture, pseudonymize=pseudonymize, key=key)
     draft = make_draft(capture, findings, provider=provider, symptom=esc.symptom, severity=worst_severity(findings),
-                       placements=placements, bundle_id=None, escalation_id=esc.id, checks=checks_run(capture.hosts))
+                       placements=placements, bundle_id=None, escalation_id=esc.id, checks=checks_run(capture.hosts),
+                       hosts=summaries)
     out = paths.bundles / f"{esc.id}-{Path(capture.root).name}.tar.gz"
     bundle = build_bundle_for(capture, findings, draft, out, placements=placements, samples=samples,
-                              symptom=esc.symptom, redactor=redactor)
+                              symptom=esc.symptom, redactor=redactor, hosts=summaries)
     return bundle, findings
