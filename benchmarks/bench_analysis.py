@@ -24,7 +24,7 @@ import harness  # noqa: E402
 
 from fabricase.analysis import analyze  # noqa: E402
 from fabricase.capturedir import load_capture  # noqa: E402
-from fabricase.placements import inventory_topology  # noqa: E402
+from fabricase.placements import inventory_placements, topology_of  # noqa: E402
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="fabricase-bench-analysis-") as tmp:
         root = Path(tmp) / "capture"
         harness.build(scenario, root, seed=1, ib_only=not args.full)
-        topology = inventory_topology(root / "inventory.json")
+        topology = topology_of(inventory_placements(root / "inventory.json", scenario.hosts))
         loads, analyses, found = [], [], 0
         for _ in range(args.runs):
             t0 = time.perf_counter()

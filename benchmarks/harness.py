@@ -366,7 +366,7 @@ def main() -> None:
     args = ap.parse_args()
     from fabricase.analysis import analyze
     from fabricase.capturedir import load_capture
-    from fabricase.placements import inventory_topology
+    from fabricase.placements import inventory_placements, topology_of
 
     out = args.out or Path(tempfile.mkdtemp(prefix="fabricase-harness-"))
     rows: dict[str, list[int]] = {}  # kind -> [true positives, false negatives, false alarms, scenarios]
@@ -376,7 +376,8 @@ def main() -> None:
         build(sc, folder, args.seed)
         t0 = time.perf_counter()
         capture = load_capture(folder, verify=False)
-        findings = [f.to_dict() for f in analyze(capture, topology=inventory_topology(folder / "inventory.json"))]
+        placed = inventory_placements(folder / "inventory.json", sc.hosts)
+        findings = [f.to_dict() for f in analyze(capture, topology=topology_of(placed))]
         timings.append(time.perf_counter() - t0)
         got = named(findings)
         if args.verbose:

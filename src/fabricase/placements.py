@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = [
     "TopologySource",
     "inventory_placements",
-    "inventory_topology",
     "merge_placements",
     "resolve_placements",
     "store_placements",
@@ -61,18 +60,12 @@ def merge_placements(stored: list[Placement], new: list[Placement]) -> list[Plac
 def inventory_placements(file: Path, hosts: list[str]) -> list[Placement]:
     """The hosts' placements in a static inventory file, matched as the static provider matches them (a host
     listed by its short name matches its FQDN). A missing or malformed file is a ConfigError naming it."""
-    from fabricase.providers.static import StaticProvider
+    from fabricase.providers.static import load_inventory, placements_from_inventory
 
     if not file.is_file():
         raise ConfigError("inventory file not found", where=str(file))
-
-    class _FromFile(StaticProvider):
-        @property
-        def inventory_path(self) -> Path:
-            return file
-
     source = f"inventory:{os.path.abspath(file)}"
-    located = _FromFile(Paths(data=file.parent, config=file.parent)).locate([{"host": h} for h in hosts])
+    located = placements_from_inventory(load_inventory(file), hosts)
     return [dataclasses.replace(p, source=source) for p in located]
 
 
@@ -159,14 +152,3 @@ def store_placements(capture: Capture, placements: list[Placement], source: Topo
     except CaptureError as exc:
         warning = "; ".join(w for w in (source.warning, f"placements not stored: {exc}") if w)
         return dataclasses.replace(source, warning=warning)
-
-
-def inventory_topology(path: Path | None, paths: Paths | None = None) -> dict[str, list[str]]:
-    """The static inventory's switches and racks: the file given, else the one in the config directory."""
-    from fabricase.providers.static import TOPOLOGY_FIELDS, config_inventory, load_inventory
-
-    file = path or (config_inventory(paths) if paths else None)
-    if file is None:
-        return {}
-    inventory = load_inventory(file)
-    return {host: [f"{k}:{entry[k]}" for k in TOPOLOGY_FIELDS if entry.get(k)] for host, entry in inventory.items()}

@@ -248,7 +248,7 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
     # Per group: exposure, p-values; then BH over every test of the capture.
     small: list[tuple[str, int]] = []
     judged_families: set[str] = set()
-    judged = untested = 0
+    untested = 0
     blocks: list[tuple] = []
     for key in sorted(groups):
         members = groups[key]
@@ -257,7 +257,6 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
             # a small group with nothing to judge is reported only when nothing at all could be judged
             small.append((key[0], n if any(v[0].delta > 0 for v in members.values()) else -n))
             continue
-        judged += 1
         judged_families.add(key[0])
         order = sorted(members)
         rows = [members[k] for k in order]

@@ -27,7 +27,7 @@ from fabricase.providers.desks.outbox import CASE_PREFIX, OUTBOX_STATUS, OutboxD
 
 __all__ = [
     "CASE_PREFIX", "INVENTORY_FILES", "OUTBOX_STATUS", "TOPOLOGY_FIELDS", "StaticProvider", "config_inventory",
-    "load_inventory",
+    "load_inventory", "placements_from_inventory",
 ]  # fmt: skip
 
 INVENTORY_FILE = "inventory.json"
@@ -97,6 +97,12 @@ def config_inventory(paths: Paths) -> Path:
                 paths.config / INVENTORY_FILE)
 
 
+def placements_from_inventory(inventory: dict[str, dict[str, str]], hosts: list[str]) -> list[Placement]:
+    """One placement per host, in order, from a loaded inventory (load_inventory): a host listed by its short
+    name matches its FQDN too; a host the inventory does not list gets an empty placement."""
+    return [_placement(name, inventory.get(name) or inventory.get(name.split(".")[0])) for name in hosts]
+
+
 def _placement(host: str, entry: dict[str, str] | None) -> Placement:
     if entry is None:
         return Placement(host=host, provider="static")
@@ -134,12 +140,7 @@ class StaticProvider(Provider):
 
     def locate(self, hosts: list[dict[str, Any]]) -> list[Placement]:
         """Placements from the inventory (a host listed by its short name matches its FQDN too)."""
-        inventory = load_inventory(self.inventory_path)
-        placements = []
-        for entry in hosts:
-            name = entry["host"]
-            placements.append(_placement(name, inventory.get(name) or inventory.get(name.split(".")[0])))
-        return placements
+        return placements_from_inventory(load_inventory(self.inventory_path), [entry["host"] for entry in hosts])
 
     def case_folder(self, escalation_id: str) -> Path:
         return self.desk.case_folder(escalation_id)
