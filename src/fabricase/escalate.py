@@ -35,11 +35,12 @@ from fabricase.models import (
 )
 
 if TYPE_CHECKING:
+    from fabricase.diagnosis import Diagnosis
     from fabricase.providers.base import PlannedRequest
     from fabricase.redact import Redactor
     from fabricase.tracker.store import Tracker
 
-from fabricase.pipeline import analyze_capture
+from fabricase.pipeline import analyze_capture, diagnose_capture
 from fabricase.placements import (
     merge_placements,
     resolve_placements,
@@ -220,6 +221,7 @@ class OpenResult:
     placements: list[Placement] = field(default_factory=list)
     requests: list[PlannedRequest] = field(default_factory=list)  # --dry-run: what filing would send
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase (open_escalation)
+    diagnosis: Diagnosis | None = None  # the suspects and background the findings were turned into
 
 
 _SERIOUS = (Severity.CRITICAL, Severity.MAJOR)
@@ -290,9 +292,9 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
         # Stored before the bundle is built, so that the bundle carries them and re-analysis names the switch.
         placements = merge_placements(stored, located)
         write_placements(capture.root, placements)
-    samples: dict[str, list[MetricSample]] = {}
     with clock("analyze"):
-        findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
+        analysis = diagnose_capture(capture, topology_of(placements), placements)
+    findings, samples, diagnosis = analysis.findings, analysis.samples, analysis.diagnosis
     severity = severity or worst_severity(findings)
     desk = desk_of(provider_name, paths)
     with clock("render"):
@@ -321,7 +323,7 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
         requests = provider.plan_case(escalation_id="FC-dry-run", draft=fit_draft(draft, desk),
                                       bundle_path=bundle.path)
         return OpenResult(capture, findings, bundle, draft, None, ticket, placements=placements, requests=requests,
-                          timings=clock.spent)
+                          timings=clock.spent, diagnosis=diagnosis)
 
     with clock("record"):
         tracker = Tracker.open(paths)
@@ -349,7 +351,7 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
         esc = file_escalation(tracker, provider, esc.id, fit_draft(draft, desk), bundle.path)
     ticket = Path(esc.ticket_path) if esc.ticket_path else bundle.path
     return OpenResult(capture, findings, bundle, draft, esc, ticket, filed_at=esc.ticket_path,
-                      placements=placements, timings=clock.spent)
+                      placements=placements, timings=clock.spent, diagnosis=diagnosis)
 
 
 def evidence_bundle(capture: Capture, paths: Paths, esc: Escalation, *,

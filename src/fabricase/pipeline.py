@@ -43,14 +43,17 @@ from fabricase.targets import Targets
 from fabricase.transports import HostRun, Transport, get_transport, is_local_name
 
 if TYPE_CHECKING:
-    pass
+    from fabricase.diagnosis import Diagnosis, HostHardware
+    from fabricase.models import Placement
 
 
 __all__ = [
     "CollectOptions",
+    "Analysis",
     "analyze_capture",
     "collect",
     "default_via",
+    "diagnose_capture",
     "expand_globs",
     "load_input",
 ]
@@ -242,3 +245,30 @@ def analyze_capture(capture: Capture, topology: dict[str, list[str]] | None = No
     from fabricase.analysis import analyze
 
     return analyze(capture, topology=topology, samples_out=samples_out)
+
+
+@dataclass
+class Analysis:
+    """The analyze and diagnose stages' output: the raw findings (findings.json, `--json`), the diagnosis built from
+    them (what people read), and what both took from the capture's items, so that nothing reads them again."""
+
+    findings: list[Finding]
+    diagnosis: Diagnosis
+    samples: dict[str, list[MetricSample]]  # host -> the samples fleet statistics read (report heat map)
+    hardware: dict[str, HostHardware]  # host -> its components' aliases and identity facts
+
+
+def diagnose_capture(capture: Capture, topology: dict[str, list[str]] | None = None,
+                     placements: list[Placement] | None = None) -> Analysis:
+    """Findings and the diagnosis of a capture, in one read of each host's items. `topology`: host -> its shared
+    components (placements.topology_of); `placements`: for the instance ids in each suspect's identity."""
+    from fabricase.analysis import analyze
+    from fabricase.diagnosis import diagnose, host_hardware
+
+    samples: dict[str, list[MetricSample]] = {}
+    hardware: dict[str, HostHardware] = {}
+    findings = analyze(capture, topology=topology, samples_out=samples, per_host=host_hardware,
+                       per_host_out=hardware)
+    diagnosis = diagnose(findings, hosts=capture.hosts, hardware=hardware, samples=samples,
+                         placements=placements or [])
+    return Analysis(findings, diagnosis, samples, hardware)

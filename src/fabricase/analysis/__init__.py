@@ -9,6 +9,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from fabricase.analysis import ethernet, gpu, kernel, pcie, perf, rdma, rules
 from fabricase.analysis.fleet import fleet_inputs
@@ -70,9 +71,11 @@ class _HostResult:
     samples: list[MetricSample]  # only what fleet statistics read (fleet_inputs)
     config: dict | None  # host_config, for configuration drift; None for a host with no items
     perf: list  # perf.PerfRecord, for perf outliers across hosts
+    extra: Any = None  # what analyze's `per_host` hook took from the host's items
 
 
-def _analyze_host(hc: HostCapture, *, fleet: bool = True) -> _HostResult:
+def _analyze_host(hc: HostCapture, *, fleet: bool = True,
+                  per_host: Callable[[HostCapture], Any] | None = None) -> _HostResult:
     from fabricase.analysis.hostconfig import host_config
 
     try:
@@ -81,7 +84,7 @@ def _analyze_host(hc: HostCapture, *, fleet: bool = True) -> _HostResult:
         if not fleet:
             return _HostResult(findings, [], None, [])
         return _HostResult(findings, fleet_inputs(samples), host_config(hc) if hc.items else None,
-                           perf.perf_records(hc))
+                           perf.perf_records(hc), per_host(hc) if per_host is not None else None)
     finally:
         hc.release()
 
@@ -158,25 +161,31 @@ def _fleet_findings(capture: Capture, results: dict[str, _HostResult]) -> list[F
 
 
 def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
-            samples_out: dict[str, list[MetricSample]] | None = None) -> list[Finding]:
+            samples_out: dict[str, list[MetricSample]] | None = None,
+            per_host: Callable[[HostCapture], Any] | None = None,
+            per_host_out: dict[str, Any] | None = None) -> list[Finding]:
     """Findings for every host of a capture, then the fleet-wide ones, sorted by Finding.sort_key; deterministic.
 
     `topology` maps a host to the shared components above it (switch, rack, network node, block). When
     `samples_out` is given, it receives each host's samples that fleet statistics read (error, traffic, pause and
-    class gauges), for the report's heat map, so nobody has to read the items again."""
+    class gauges), for the report's heat map, so nobody has to read the items again. `per_host(hc)` runs while a
+    host's items are read (the diagnosis takes each host's hardware aliases so); `per_host_out` receives its
+    results by host."""
     from fabricase.analysis.fleet import judgeable_families
     from fabricase.analysis.topology import shared_component_findings
 
-    per_host: list[Finding] = []
+    host_findings: list[Finding] = []
     results: dict[str, _HostResult] = {}
     for hc in capture.hosts:
-        results[hc.host] = _analyze_host(hc)
-        per_host += results[hc.host].findings
+        results[hc.host] = _analyze_host(hc, per_host=per_host)
+        host_findings += results[hc.host].findings
+        if per_host_out is not None:
+            per_host_out[hc.host] = results[hc.host].extra
     samples = {host: r.samples for host, r in results.items()}
     if samples_out is not None:
         samples_out.update(samples)
     fleet = _fleet_findings(capture, results)
-    findings = per_host + fleet
+    findings = host_findings + fleet
     shared: list[Finding] = []
     if topology:
         # Before the background downgrade: errors too small to stand out one by one may still pile up under
