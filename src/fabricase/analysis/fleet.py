@@ -12,6 +12,8 @@ import functools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -142,6 +144,52 @@ def _host_intervals(hosts_samples: Mapping[str, list[MetricSample]],
     return out
 
 
+class GroupKey(NamedTuple):
+    """What makes components comparable: family, metric and class ("mlx5 InfiniBand 400 Gb/s"; "" when unknown)."""
+
+    family: str
+    metric: str
+    cls: str
+
+
+class _Member(NamedTuple):
+    """One component's counter in a comparable group: the sample, its interval and the GB it moved (None: unknown)."""
+
+    sample: MetricSample
+    interval: float
+    gb: float | None
+
+
+@dataclass
+class _CountBlock:
+    """One comparable group's count test: members in order, their counts and exposures, the test and its unit."""
+
+    key: GroupKey
+    order: list[tuple[str, str]]
+    rows: list[_Member]
+    counts: np.ndarray
+    exposure: np.ndarray
+    test: stats.CountTest
+    unit: str  # the exposure's unit: "s", or "GB" for traffic-scaled errors
+
+    @property
+    def n(self) -> int:
+        return len(self.order)
+
+
+class _Hit(NamedTuple):
+    """One component's counter that stood out: its q and p, its group, the test and where it sits in the block."""
+
+    q: float
+    p: float
+    key: GroupKey
+    test: _Test
+    count_test: stats.CountTest
+    unit: str
+    n: int
+    index: int
+
+
 class _Test:
     __slots__ = ("component", "count", "exposure", "gb", "host", "interval", "sample")
 
@@ -215,8 +263,8 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
 
     # group -> (host, component) -> (sample, interval, GB moved); the first sample of a (host, component)
     # wins when a counter was read from two sources.
-    groups: dict[tuple[str, str, str], dict[tuple[str, str], tuple[MetricSample, float, float | None]]] = {}
-    continuous: dict[tuple[str, str, str], dict[tuple[str, str], MetricSample]] = {}
+    groups: dict[GroupKey, dict[tuple[str, str], _Member]] = {}
+    continuous: dict[GroupKey, dict[tuple[str, str], MetricSample]] = {}
     for host, samples in hosts_samples.items():
         classes = _classes(samples)
         traffic: dict[str, float] = {}
@@ -231,10 +279,10 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
             family_metric = _group_of(s.component, s.metric)
             if family_metric is None:
                 if s.rate is not None and is_continuous_metric(s.metric):
-                    ckey = (_family(s.component), s.metric, classes.get(s.component, ""))
+                    ckey = GroupKey(_family(s.component), s.metric, classes.get(s.component, ""))
                     continuous.setdefault(ckey, {}).setdefault((host, s.component), s)
                 continue
-            key = (*family_metric, classes.get(s.component, ""))
+            key = GroupKey(*family_metric, classes.get(s.component, ""))
             rate = s.rate
             interval = delta / rate if rate and delta > 0 and rate > 0 else default_interval
             if interval is None or not interval > 0:
@@ -243,59 +291,60 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
             group = groups.get(key)
             if group is None:
                 group = groups[key] = {}
-            group.setdefault((host, s.component), (s, interval, None if gb is None else gb / 1e9))
+            group.setdefault((host, s.component), _Member(s, interval, None if gb is None else gb / 1e9))
 
     # Per group: exposure, p-values; then BH over every test of the capture.
     small: list[tuple[str, int]] = []
     judged_families: set[str] = set()
     untested = 0
-    blocks: list[tuple] = []
+    blocks: list[_CountBlock] = []
     for key in sorted(groups):
         members = groups[key]
         n = len(members)
         if n < min_group:
             # a small group with nothing to judge is reported only when nothing at all could be judged
-            small.append((key[0], n if any(v[0].delta > 0 for v in members.values()) else -n))
+            small.append((key.family, n if any(v.sample.delta > 0 for v in members.values()) else -n))
             continue
-        judged_families.add(key[0])
+        judged_families.add(key.family)
         order = sorted(members)
         rows = [members[k] for k in order]
-        counts = np.fromiter((round(r[0].delta) for r in rows), float, n)
+        counts = np.fromiter((round(r.sample.delta) for r in rows), float, n)
         if not counts.any():
             untested += n  # every p-value is 1; they still count in BH's number of tests
             continue
-        exposure = np.fromiter((r[1] for r in rows), float, n)
+        exposure = np.fromiter((r.interval for r in rows), float, n)
         unit = "s"
-        if is_traffic_scaled(key[1]) and all(r[2] is not None for r in rows):
-            gbs = np.fromiter((r[2] for r in rows), float, n)
+        if is_traffic_scaled(key.metric) and all(r.gb is not None for r in rows):
+            gbs = np.fromiter((r.gb for r in rows), float, n)
             med = float(np.median(gbs))
             if med > 0:
                 exposure = np.maximum(gbs, IDLE_FLOOR * med)
                 unit = "GB"
-        blocks.append((key, order, rows, counts, exposure, stats.count_test(counts, exposure), unit, n))
+        blocks.append(_CountBlock(key, order, rows, counts, exposure, stats.count_test(counts, exposure), unit))
 
     zblocks = _continuous_blocks(continuous, min_group)
     findings: list[Finding] = []
     if blocks or zblocks:
-        all_p = np.concatenate([b[5].pvalues for b in blocks] + [np.ones(untested)] + [b.p for b in zblocks])
+        all_p = np.concatenate([b.test.pvalues for b in blocks] + [np.ones(untested)] + [b.p for b in zblocks])
         all_q = stats.benjamini_hochberg(all_p)
         efa = stats.expected_false_alarms(all_q, alpha)
-        hits: dict[tuple[str, str], list[tuple[float, float, tuple[str, str], _Test, stats.CountTest, str, int, int]]]
-        hits = defaultdict(list)
+        hits: dict[tuple[str, str], list[_Hit]] = defaultdict(list)
         offset = 0
-        for key, order, rows, counts, exposure, ct, unit, n in blocks:
+        for b in blocks:
+            n = b.n
             q = all_q[offset:offset + n]
             # A handful of events is not enough against one component, however small the fleet's baseline:
             # real fleets are more heterogeneous than any fitted model, and a tiny baseline makes 2 events
             # look impossible. MIN_EVENTS guards against that over-confidence.
-            for i in np.flatnonzero((q <= alpha) & (counts >= MIN_EVENTS)):
-                (host, component), (sample, interval, gb) = order[i], rows[i]
-                t = _Test(host, component, sample, float(counts[i]), interval, gb)
-                t.exposure = float(exposure[i])
-                hits[(t.host, t.component)].append((float(q[i]), float(ct.pvalues[i]), key, t, ct, unit, n, int(i)))
+            for i in np.flatnonzero((q <= alpha) & (b.counts >= MIN_EVENTS)):
+                (host, component), member = b.order[i], b.rows[i]
+                t = _Test(host, component, member.sample, float(b.counts[i]), member.interval, member.gb)
+                t.exposure = float(b.exposure[i])
+                hits[(t.host, t.component)].append(_Hit(float(q[i]), float(b.test.pvalues[i]), b.key, t, b.test,
+                                                        b.unit, n, int(i)))
             offset += n
         for (host, component), found in sorted(hits.items()):
-            found.sort(key=lambda h: (h[0], h[2]))
+            found.sort(key=lambda h: (h.q, h.key))
             findings.append(_finding(host, component, found, efa))
         findings += _continuous_findings(zblocks, all_q[offset + untested:], alpha, efa)
 
@@ -313,9 +362,9 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
     return findings
 
 
-def _finding(host: str, component: str, found: list, efa: float) -> Finding:
+def _finding(host: str, component: str, found: list[_Hit], efa: float) -> Finding:
     evidence: list[Evidence] = []
-    best_q = found[0][0]
+    best_q = found[0].q
     severity = Severity.MAJOR
     for q, _p, (_fam, metric, _cls), t, ct, unit, _n, i in found:
         rate = t.count / t.exposure
@@ -352,7 +401,7 @@ class _ZBlock:
 
     __slots__ = ("key", "median", "order", "p", "rates", "samples", "z")
 
-    def __init__(self, key: tuple[str, str, str], order: list[tuple[str, str]], samples: list[MetricSample]):
+    def __init__(self, key: GroupKey, order: list[tuple[str, str]], samples: list[MetricSample]):
         self.key, self.order, self.samples = key, order, samples
         self.rates = np.fromiter((s.rate for s in samples), float, len(samples))
         # On a log scale: rates span orders of magnitude across a healthy fleet (a heavy right tail), and a
@@ -372,20 +421,26 @@ def _continuous_blocks(continuous: dict, min_group: int) -> list[_ZBlock]:
     return out
 
 
+class _ZHit(NamedTuple):
+    q: float
+    block: _ZBlock
+    index: int
+
+
 def _continuous_findings(zblocks: list[_ZBlock], q_all: np.ndarray, alpha: float, efa: float) -> list[Finding]:
     """`congestion-outlier` findings: a pause or congestion-signalling rate far above the comparable fleet."""
-    hits: dict[tuple[str, str], list[tuple[float, _ZBlock, int]]] = defaultdict(list)
+    hits: dict[tuple[str, str], list[_ZHit]] = defaultdict(list)
     offset = 0
     for b in zblocks:
         n = len(b.order)
         q = q_all[offset:offset + n]
         floor = _floor(b.key[1])
         for i in np.flatnonzero((q <= alpha) & (b.z >= Z_MIN) & (b.rates >= floor)):
-            hits[b.order[i]].append((float(q[i]), b, int(i)))
+            hits[b.order[i]].append(_ZHit(float(q[i]), b, int(i)))
         offset += n
     findings = []
     for (host, component), found in sorted(hits.items()):
-        found.sort(key=lambda h: (h[0], h[1].key))
+        found.sort(key=lambda h: (h.q, h.block.key))
         evidence: list[Evidence] = []
         for q, b, i in found:
             s = b.samples[i]
@@ -402,7 +457,7 @@ def _continuous_findings(zblocks: list[_ZBlock], q_all: np.ndarray, alpha: float
         if cls:
             evidence.append(Evidence("fleet.comparable_class", cls, "class"))
         evidence.append(Evidence("fleet.expected_false_alarms", _sig(efa), "findings"))
-        names = [h[1].key[1] for h in found]
+        names = [h.block.key.metric for h in found]
         if any(m.startswith(_PAUSE_TIME) for m in names):
             severity = Severity.MAJOR
             why = "; a port paused this long stalls every flow through its switch (PFC storm)"
