@@ -272,72 +272,118 @@ def _poisson(rng: random.Random, mu: float) -> int:
         k += 1
 
 
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault: its kind, the host it is on and the port index (the GPU index for NVLink and Xid
+    faults, ETH_PORTS[port % 2] for a PFC storm)."""
+
+    kind: str
+    host: str
+    port: int
+
+
+def _truth(fault: Fault) -> str:
+    """The component the analysis must name for a fault, as "host/component" (Scenario.truth)."""
+    if fault.kind == "nvlink-replay":
+        return f"{fault.host}/nvlink:{fault.port}/1"
+    if fault.kind in ("xid-79", "xid-74"):
+        return f"{fault.host}/pcie:0000:{GPU_BUSES[fault.port]}:00"
+    if fault.kind == "pfc-storm":
+        return f"{fault.host}/netdev:{ETH_PORTS[fault.port % len(ETH_PORTS)]}"
+    return f"{fault.host}/rdma:mlx5_{fault.port}/1"
+
+
+def _ib_fault(kind: str, counters: dict[str, tuple[int, int]]) -> str | None:
+    """Apply an InfiniBand port fault to one port's counters; the port's new rate string, else None."""
+    if kind == "symbol-errors":
+        counters["symbol_error"] = (counters["symbol_error"][0], counters["symbol_error"][0] + 40)
+    elif kind == "link-flap":
+        counters["link_downed"] = (counters["link_downed"][0], counters["link_downed"][0] + 2)
+    elif kind == "speed-downshift":
+        return "200 Gb/sec (2X NDR)"
+    elif kind == "ack-timeouts":
+        v0 = counters["local_ack_timeout_err"][0]
+        counters["local_ack_timeout_err"] = (v0, v0 + 60)
+    return None
+
+
+def _write_fleet(root: Path, name: str, kind: str | None, hosts: list[str], faults: list[Fault],
+                 bad_under_leaf: set[str], rng: random.Random, eth_rng: random.Random, *, ib_only: bool) -> None:
+    """Write a capture directory of `hosts` carrying `faults` (at most one per host) and, for a bad leaf, raised
+    symbol errors on port 0 of the hosts in bad_under_leaf; plus the static inventory (16 hosts per leaf)."""
+    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "ethtool"])), interval_s=INTERVAL_S)
+    root.mkdir(parents=True)
+    write_capture_meta(root, plan=plan, targets={"harness": name, "kind": kind}, hosts=hosts,
+                       created_at="2026-11-30T00:00:00Z")
+    on_host = {f.host: f for f in faults}
+    storm_leaves = {hosts.index(f.host) // HOSTS_PER_LEAF: f for f in faults if f.kind == "pfc-storm"}
+    inventory = {}
+    for i, host in enumerate(hosts):
+        inventory[host] = {"switch": f"leaf-{i // HOSTS_PER_LEAF:03d}", "rack": f"r{i // HOSTS_PER_LEAF:03d}"}
+        fault = on_host.get(host)
+        ports = []
+        for p in range(PORTS):
+            counters = _background(rng)
+            rate = "400 Gb/sec (4X NDR)"
+            if fault is not None and p == fault.port:
+                rate = _ib_fault(fault.kind, counters) or rate
+            elif host in bad_under_leaf and p == 0:  # the port cabled to the leaf
+                counters["symbol_error"] = (counters["symbol_error"][0], counters["symbol_error"][0] + 8)
+            ports.append({"dev": f"mlx5_{p}", "counters": counters, "rate": rate})
+        nvlink: tuple[dict, dict] = ({}, {})
+        kernel_log = "2026-11-30T00:00:00.000001+0000 host kernel: Linux version 6.8.0-45-generic\n"
+        if fault is not None and fault.kind == "nvlink-replay":
+            nvlink = ({(fault.port, 1): 12}, {(fault.port, 1): 52})
+        elif fault is not None and fault.kind in ("xid-79", "xid-74"):
+            kernel_log += (f"2026-11-29T23:59:58.000001+0000 host kernel: NVRM: Xid (PCI:0000:{GPU_BUSES[fault.port]}"
+                           f":00): {fault.kind[4:]}, pid=4242, name=python, Ch 00000008\n")
+        storm = storm_leaves.get(i // HOSTS_PER_LEAF)
+        storm_port = storm.port % len(ETH_PORTS) if storm is not None else None
+        ethtool = _roce_ports(eth_rng, storm_port if storm is not None and storm.host == host else None,
+                              storm_port if storm is not None and storm.host != host else None)
+        raw = _stream(ports, None, None) if ib_only else _stream(ports, nvlink, kernel_log, ethtool)
+        hc = host_capture_from_stream(host, parse_stream(raw), plan)
+        hc.status, hc.transport = HostStatus.OK, "harness"
+        write_host(root, hc, raw)
+    (root / "inventory.json").write_text(json.dumps({"hosts": inventory}, indent=1, sort_keys=True) + "\n")
+
+
 def build(scenario: Scenario, root: Path, seed: int, *, ib_only: bool = False) -> None:
     """Write the scenario's capture directory at `root`. ib_only: the 8 InfiniBand ports of each host and nothing
     else (no NVLinks, RoCE ports or kernel log), the issue's "1,024 hosts x 8 NICs" for the analysis benchmark."""
     rng = random.Random(f"{seed}:{scenario.name}")
     # Its own stream, so that the RoCE ports leave every other draw (and the other kinds' fleets) as they were.
     eth_rng = random.Random(f"{seed}:{scenario.name}:roce")
-    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "ethtool"])), interval_s=INTERVAL_S)
-    root.mkdir(parents=True)
-    write_capture_meta(root, plan=plan, targets={"harness": scenario.name, "kind": scenario.kind},
-                       hosts=scenario.hosts, created_at="2026-11-30T00:00:00Z")
     victim_host = rng.choice(scenario.hosts)
     victim_port = rng.randrange(PORTS)
     leaf = rng.randrange(len(scenario.hosts) // HOSTS_PER_LEAF)
     under_leaf = scenario.hosts[leaf * HOSTS_PER_LEAF:(leaf + 1) * HOSTS_PER_LEAF]
     bad_under_leaf = set(rng.sample(under_leaf, 6)) if scenario.kind == "bad-switch" else set()
-    storm = scenario.kind == "pfc-storm"
-    eth_port = victim_port % len(ETH_PORTS)
-    victim_leaf = scenario.hosts.index(victim_host) // HOSTS_PER_LEAF
-    under_victim_leaf = set(scenario.hosts[victim_leaf * HOSTS_PER_LEAF:(victim_leaf + 1) * HOSTS_PER_LEAF])
-    under_victim_leaf.discard(victim_host)
-    inventory = {}
-    for i, host in enumerate(scenario.hosts):
-        inventory[host] = {"switch": f"leaf-{i // HOSTS_PER_LEAF:03d}", "rack": f"r{i // HOSTS_PER_LEAF:03d}"}
-        ports = []
-        for p in range(PORTS):
-            counters = _background(rng)
-            rate = "400 Gb/sec (4X NDR)"
-            hit = host == victim_host and p == victim_port
-            if hit and scenario.kind == "symbol-errors":
-                counters["symbol_error"] = (counters["symbol_error"][0], counters["symbol_error"][0] + 40)
-            elif hit and scenario.kind == "link-flap":
-                counters["link_downed"] = (counters["link_downed"][0], counters["link_downed"][0] + 2)
-            elif hit and scenario.kind == "speed-downshift":
-                rate = "200 Gb/sec (2X NDR)"
-            elif hit and scenario.kind == "ack-timeouts":
-                v0 = counters["local_ack_timeout_err"][0]
-                counters["local_ack_timeout_err"] = (v0, v0 + 60)
-            elif host in bad_under_leaf and p == 0:  # the port cabled to the leaf
-                counters["symbol_error"] = (counters["symbol_error"][0], counters["symbol_error"][0] + 8)
-            ports.append({"dev": f"mlx5_{p}", "counters": counters, "rate": rate})
-        nvlink: tuple[dict, dict] = ({}, {})
-        kernel_log = "2026-11-30T00:00:00.000001+0000 host kernel: Linux version 6.8.0-45-generic\n"
-        if host == victim_host and scenario.kind == "nvlink-replay":
-            nvlink = ({(victim_port, 1): 12}, {(victim_port, 1): 52})
-        elif host == victim_host and scenario.kind in ("xid-79", "xid-74"):
-            code = scenario.kind[4:]
-            bus = GPU_BUSES[victim_port]
-            kernel_log += (f"2026-11-29T23:59:58.000001+0000 host kernel: NVRM: Xid (PCI:0000:{bus}:00): {code}, "
-                           "pid=4242, name=python, Ch 00000008\n")
-        ethtool = _roce_ports(eth_rng, eth_port if storm and host == victim_host else None,
-                              eth_port if storm and host in under_victim_leaf else None)
-        raw = _stream(ports, None, None) if ib_only else _stream(ports, nvlink, kernel_log, ethtool)
-        hc = host_capture_from_stream(host, parse_stream(raw), plan)
-        hc.status, hc.transport = HostStatus.OK, "harness"
-        write_host(root, hc, raw)
-    (root / "inventory.json").write_text(json.dumps({"hosts": inventory}, indent=1, sort_keys=True) + "\n")
+    faults = [Fault(scenario.kind, victim_host, victim_port)] if scenario.kind not in (None, "bad-switch") else []
+    _write_fleet(root, scenario.name, scenario.kind, scenario.hosts, faults, bad_under_leaf, rng, eth_rng,
+                 ib_only=ib_only)
     if scenario.kind == "bad-switch":
         scenario.truth = {f"switch:leaf-{leaf:03d}"}
-    elif scenario.kind == "nvlink-replay":
-        scenario.truth = {f"{victim_host}/nvlink:{victim_port}/1"}
-    elif scenario.kind in ("xid-79", "xid-74"):
-        scenario.truth = {f"{victim_host}/pcie:0000:{GPU_BUSES[victim_port]}:00"}
-    elif storm:
-        scenario.truth = {f"{victim_host}/netdev:{ETH_PORTS[eth_port]}"}
-    elif scenario.kind:
-        scenario.truth = {f"{victim_host}/rdma:mlx5_{victim_port}/1"}
+    else:
+        scenario.truth = {_truth(f) for f in faults}
+
+
+# The 16-host acceptance fleet: one fault of each host-level kind, each on its own host (a bad leaf needs several
+# hosts under one switch, and its symbol errors would sit beside the symbol-errors fault, so it is left out).
+FLEET16_KINDS = ("symbol-errors", "link-flap", "speed-downshift", "ack-timeouts", "nvlink-replay", "xid-79",
+                 "xid-74", "pfc-storm")
+
+
+def build_fleet16(root: Path, seed: int = 1) -> set[str]:
+    """Write a 16-host capture directory (one leaf) at `root` in which 8 hosts each carry one different fault
+    (FLEET16_KINDS) and 8 are healthy, with its inventory.json; return the truths ("host/component")."""
+    hosts = [f"gpu{i:04d}" for i in range(1, 17)]
+    rng = random.Random(f"{seed}:fleet16")
+    eth_rng = random.Random(f"{seed}:fleet16:roce")
+    faulty = rng.sample(hosts, len(FLEET16_KINDS))
+    faults = [Fault(kind, host, rng.randrange(PORTS)) for kind, host in zip(FLEET16_KINDS, faulty, strict=True)]
+    _write_fleet(root, "fleet16", "fleet16", hosts, faults, set(), rng, eth_rng, ib_only=False)
+    return {_truth(f) for f in faults}
 
 
 def scenarios(hosts: int, per_kind: int, clean: int) -> list[Scenario]:
@@ -355,53 +401,156 @@ def named(findings: list[dict]) -> set[str]:
     return out
 
 
+def suspect_names(suspect: dict) -> set[str]:
+    """One suspect's names: "host/component" for each of its components (a shared one: the component)."""
+    return {c if suspect["host"] is None else f"{suspect['host']}/{c}" for c in suspect["components"]}
+
+
+_PCI_NO_FUNCTION = re.compile(r"(pcie:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2})$")
+
+
+def same_thing(name: str) -> str:
+    """A name in one spelling per physical thing: a PCI address without its function (an Xid line's
+    `0000:bb:00`) is function 0 (`0000:bb:00.0`), as the kernel names the GPU."""
+    return _PCI_NO_FUNCTION.sub(r"\1.0", name.lower())
+
+
+def suspected(diagnosis: dict) -> set[str]:
+    """What the diagnosis blamed: every name of every suspect. `diagnosis`: Diagnosis.to_dict(), or the output of
+    `fabricase analyze --json` (both carry "suspects")."""
+    return {name for s in diagnosis["suspects"] for name in suspect_names(s)}
+
+
+@dataclass
+class Score:
+    """One scenario (or a sum of them) scored at suspect level, with the finding-level counts beside it."""
+
+    scenarios: int = 0
+    true_suspects: int = 0  # suspects naming an injected fault
+    false_alarms: int = 0  # suspects naming none
+    found: int = 0  # injected faults named by at least one suspect
+    missed: int = 0  # injected faults no suspect names
+    duplicates: int = 0  # suspects beyond the first that name the same fault
+    finding_tp: int = 0
+    finding_fn: int = 0
+    finding_fa: int = 0
+
+    def __add__(self, other: Score) -> Score:
+        return Score(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
+
+    @property
+    def precision(self) -> float | None:
+        n = self.true_suspects + self.false_alarms
+        return self.true_suspects / n if n else None
+
+    @property
+    def recall(self) -> float | None:
+        n = self.found + self.missed
+        return self.found / n if n else None
+
+    @property
+    def finding_precision(self) -> float | None:
+        n = self.finding_tp + self.finding_fa
+        return self.finding_tp / n if n else None
+
+    @property
+    def finding_recall(self) -> float | None:
+        n = self.finding_tp + self.finding_fn
+        return self.finding_tp / n if n else None
+
+
+def score(diagnosis: dict, findings: list[dict], truth: set[str]) -> Score:
+    """Score one scenario: a suspect is a true positive when one of its names is an injected fault, else a false
+    alarm; a fault no suspect names is missed; a fault named by n > 1 suspects counts n - 1 duplicates."""
+    faults = {same_thing(t) for t in truth}
+    hits = [{same_thing(n) for n in suspect_names(s)} & faults for s in diagnosis["suspects"]]
+    per_fault = {t: sum(t in h for h in hits) for t in faults}
+    got = named(findings)
+    return Score(scenarios=1, true_suspects=sum(bool(h) for h in hits), false_alarms=sum(not h for h in hits),
+                 found=sum(n > 0 for n in per_fault.values()), missed=sum(n == 0 for n in per_fault.values()),
+                 duplicates=sum(max(n - 1, 0) for n in per_fault.values()), finding_tp=len(got & truth),
+                 finding_fn=len(truth - got), finding_fa=len(got - truth))
+
+
+def diagnose_folder(folder: Path) -> tuple[dict, list[dict], float]:
+    """Diagnose a capture directory with its inventory as `fabricase analyze DIR --inventory` does: the diagnosis
+    and the raw findings as JSON dicts, and the seconds that load + analysis + diagnosis took."""
+    from fabricase.capturedir import load_capture
+    from fabricase.pipeline import diagnose_capture
+    from fabricase.placements import inventory_placements, topology_of
+
+    t0 = time.perf_counter()
+    capture = load_capture(folder, verify=False)
+    placed = inventory_placements(folder / "inventory.json", [hc.host for hc in capture.hosts])
+    result = diagnose_capture(capture, topology_of(placed), placed)
+    seconds = time.perf_counter() - t0
+    return result.diagnosis.to_dict(), [f.to_dict() for f in result.findings], seconds
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def print_table(rows: dict[str, Score]) -> None:
+    """Suspect-level precision, recall, false alarms and duplicates per kind, and the finding-level columns."""
+    print(f"{'':<15} {'':>4}  {'suspects':-^30}  {'findings (major+)':-^22}")
+    print(f"{'kind':<15} {'runs':>4}  {'prec':>5} {'recall':>6} {'alarms':>6} {'dups':>5} {'found':>4}"
+          f"  {'prec':>5} {'recall':>6} {'alarms':>9}")
+    for kind, r in [*rows.items(), ("overall", sum(rows.values(), Score()))]:
+        print(f"{kind:<15} {r.scenarios:>4}  {_ratio(r.precision):>5} {_ratio(r.recall):>6} {r.false_alarms:>6}"
+              f" {r.duplicates:>5} {r.found:>4}  {_ratio(r.finding_precision):>5} {_ratio(r.finding_recall):>6}"
+              f" {r.finding_fa:>9}")
+
+
+def names_a_fault(suspect: dict, truth: set[str]) -> bool:
+    return bool({same_thing(n) for n in suspect_names(suspect)} & {same_thing(t) for t in truth})
+
+
+def _false_alarms(name: str, diagnosis: dict, truth: set[str]) -> None:
+    for s in diagnosis["suspects"]:
+        if not names_a_fault(s, truth):
+            print(f"  false alarm in {name}: {s['severity']} {s['name']} {s['verdict']}: {s['key_number'][:60]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=1024)
     ap.add_argument("--per-kind", type=int, default=5)
     ap.add_argument("--clean", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--fleet16", action="store_true",
+                    help="only the 16-host fleet with 8 faults, one per host (build_fleet16)")
     ap.add_argument("--out", type=Path, default=None, help="keep the scenario folders here")
     ap.add_argument("--verbose", action="store_true", help="print every false alarm")
     args = ap.parse_args()
-    from fabricase.analysis import analyze
-    from fabricase.capturedir import load_capture
-    from fabricase.placements import inventory_placements, topology_of
-
     out = args.out or Path(tempfile.mkdtemp(prefix="fabricase-harness-"))
-    rows: dict[str, list[int]] = {}  # kind -> [true positives, false negatives, false alarms, scenarios]
+    rows: dict[str, Score] = {}
     timings = []
-    for sc in scenarios(args.hosts, args.per_kind, args.clean):
-        folder = out / sc.name
-        build(sc, folder, args.seed)
-        t0 = time.perf_counter()
-        capture = load_capture(folder, verify=False)
-        placed = inventory_placements(folder / "inventory.json", sc.hosts)
-        findings = [f.to_dict() for f in analyze(capture, topology=topology_of(placed))]
-        timings.append(time.perf_counter() - t0)
-        got = named(findings)
+    if args.fleet16:
+        truth = build_fleet16(out / "fleet16", args.seed)
+        diagnosis, findings, seconds = diagnose_folder(out / "fleet16")
+        rows["fleet16"] = score(diagnosis, findings, truth)
+        timings.append(seconds)
+        print(f"16 hosts, {len(truth)} faults ({', '.join(FLEET16_KINDS)}); capture in {out / 'fleet16'}")
+        print(diagnosis["verdict"])
+        for s in diagnosis["suspects"]:
+            mark = "ok " if names_a_fault(s, truth) else "!! "
+            print(f"  {mark}{s['severity']:<8} {s['name'][:34]:<34} {s['verdict'][:28]}")
         if args.verbose:
-            for f in findings:
-                label = f["component"] if f["host"] is None else f"{f['host']}/{f['component']}"
-                if label in got - sc.truth:
-                    print(f"  false alarm in {sc.name}: {f['severity']} {label} {f['kind']}: {f['summary'][:100]}")
-        row = rows.setdefault(sc.kind or "clean", [0, 0, 0, 0])
-        row[0] += len(got & sc.truth)
-        row[1] += len(sc.truth - got)
-        row[2] += len(got - sc.truth)
-        row[3] += 1
-    print(f"{args.hosts} hosts x {PORTS} InfiniBand + {len(ETH_PORTS)} RoCE ports per scenario; scenarios in {out}")
-    print(f"{'kind':<16} {'scenarios':>9} {'precision':>9} {'recall':>7} {'false alarms':>12}")
-    total = [0, 0, 0, 0]
-    for kind, (tp, fn, fa, n) in rows.items():
-        total = [a + b for a, b in zip(total, (tp, fn, fa, n), strict=True)]
-        precision = tp / (tp + fa) if tp + fa else float("nan")
-        recall = tp / (tp + fn) if tp + fn else float("nan")
-        print(f"{kind:<16} {n:>9} {precision:>9.2f} {recall:>7.2f} {fa:>12}")
-    tp, fn, fa, n = total
-    print(f"{'overall':<16} {n:>9} {tp / max(tp + fa, 1):>9.2f} {tp / max(tp + fn, 1):>7.2f} {fa:>12}")
+            _false_alarms("fleet16", diagnosis, truth)
+    else:
+        for sc in scenarios(args.hosts, args.per_kind, args.clean):
+            build(sc, out / sc.name, args.seed)
+            diagnosis, findings, seconds = diagnose_folder(out / sc.name)
+            timings.append(seconds)
+            kind = sc.kind or "clean"
+            rows[kind] = rows.get(kind, Score()) + score(diagnosis, findings, sc.truth)
+            if args.verbose:
+                _false_alarms(sc.name, diagnosis, sc.truth)
+        print(f"{args.hosts} hosts x {PORTS} InfiniBand + {len(ETH_PORTS)} RoCE ports per scenario; scenarios in {out}")
+    print_table(rows)
     timings.sort()
-    print(f"analysis per scenario (load + analyze): median {timings[len(timings) // 2]:.2f} s")
+    print(f"per scenario (load + analyze + diagnose): median {timings[len(timings) // 2]:.2f} s")
     sys.stdout.flush()
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "Host",
     "HostCapture",
     "HostStatus",
+    "HostSummary",
     "InputFile",
     "MetricSample",
     "Placement",
@@ -99,6 +100,21 @@ class CaptureItem:
 
 
 _ITEM_FIELDS = tuple(f.name for f in fields(CaptureItem))
+
+
+@dataclass(frozen=True)
+class HostSummary:
+    """What a capture says of one host, read once per run: its status, and its identity (hostname, kernel, DMI
+    strings, the Azure physical host) that locate, the ticket and the summary share."""
+
+    host: str
+    status: str  # HostStatus value
+    reason: str | None = None
+    identity: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form providers' `locate` and the templates read: {host, status, reason, identity}."""
+        return {"host": self.host, "status": self.status, "reason": self.reason, "identity": dict(self.identity)}
 
 
 @dataclass

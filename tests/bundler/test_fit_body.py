@@ -128,6 +128,52 @@ def test_a_non_integer_limit_is_refused():
         fit_body([("summary", "x")], "8000")  # type: ignore[arg-type]
 
 
+def suspect_sections(n: int, lines: int = 8) -> list[tuple[str, str]]:
+    out = [("summary", "8 suspects on 8 of 16 captured hosts.")]
+    for i in range(1, n + 1):
+        title = f"Suspect {i} of {n}: link errors on gpu{i:03d} mlx5_{i}/1"
+        body = "\n".join(f"  - evidence line {k} of suspect {i}: symbol_error +40 (8/s)" for k in range(lines))
+        out.append((title, f"## {title}\n\nVerdict: bad link\nEvidence:\n{body}\nAction: replace the cable"))
+    out.append(("Timeline", "## Timeline\n\n" + "\n".join(f"- t{k}: event" for k in range(20))))
+    return out
+
+
+def is_suspect(title: str) -> bool:
+    return title.startswith("Suspect ")
+
+
+def test_a_whole_section_is_kept_whole_or_left_out_never_cut_inside():
+    sections = suspect_sections(5)
+    texts = {title: text for title, text in sections}
+    for limit in range(300, 3000, 13):
+        body = fit_body(sections, limit, whole=is_suspect)
+        assert len(body) <= limit
+        content = body.rpartition("\n\n")[0] if "(Cut" in body else body  # without the note, which names them
+        kept = [t for t in texts if is_suspect(t) and t in content]
+        for title in kept:
+            assert texts[title] in content, (limit, title)  # whole
+        assert kept == [t for t in texts if is_suspect(t)][: len(kept)]  # suspect 3 never without suspect 2
+
+
+def test_without_whole_the_same_section_is_cut_at_a_line():
+    sections = suspect_sections(1, lines=40)
+    body = fit_body(sections, 1200)
+    assert "Suspect 1 of 1" in body and "evidence line 39" not in body
+    assert "Suspect 1 of 1" not in fit_body(sections, 1200, whole=is_suspect).split("(Cut")[0]
+
+
+def test_priority_chooses_what_stays_and_the_body_keeps_its_order():
+    sections = [("summary", "s" * 50), ("Ruled out", "## Ruled out\n\n" + "r" * 900),
+                ("Requested action", "## Requested action\n\n" + "a" * 100),
+                ("References", "## References\n\n- bundle: sha256:ab")]
+    body = fit_body(sections, 450, priority=[0, 2, 3, 1])
+    assert len(body) <= 450
+    assert body.index("s" * 50) < body.index("## Requested action") < body.index("## References")
+    assert "## Ruled out" not in body and "\u201cRuled out\u201d" in body.split("\n")[-1]
+    # the same sections, the default priority: the order given
+    assert "## References" not in fit_body(sections, 450)
+
+
 # --- properties ---------------------------------------------------------------------------------------
 
 # no word is markup of its own: a heading (`h2. x`, an underline `---`), a table row, a fence

@@ -1,6 +1,6 @@
 """fit_summary, and a 64-host escalation fitted to AWS: the summary attachment within 5 MB, the body within
 8,000 characters. The fleet is the evaluation harness's (a real capture directory, analyzed for real) with a
-bad leaf switch, plus many more findings on its ports, as a sick fleet gives."""
+bad leaf switch, plus many more findings on its ports, as a sick fleet gives: 521 findings, one suspect."""
 
 from __future__ import annotations
 
@@ -66,28 +66,26 @@ def test_64_host_escalation_fits_aws(escalation):
     assert doc["complete"] and len(doc["findings"]) == len(findings)
     assert doc["findings"][0]["component"] == "switch:leaf-000"  # the worst first
     assert doc["hosts"]["captured"] == 64 and len(doc["topology"]) == 64
+    assert [s["name"] for s in doc["suspects"]] == ["switch leaf-000"]  # the diagnosis, from the findings
+    assert doc["findings_total"] == len(findings)
 
-    assert len(draft.body) > aws.body_max_chars  # the full ticket does not fit: it must be cut
-    body = fit_body(markdown_sections(draft.body), aws.body_max_chars)
-    assert len(body) <= aws.body_max_chars == 8000
-    first = draft.body.split("\n\n")[0]
-    assert body.startswith(first) and "switch:leaf-000" in first
-    assert "## Findings" in body
-    assert body.split("\n")[-1].startswith("(Cut to the desk's 8000-character limit")
-    full = set(draft.body.split("\n"))
-    assert all(line in full for line in body.split("\n") if line.startswith("|"))
+    # Built from the one suspect, not the 521 findings, the whole ticket fits: nothing is cut.
+    assert len(draft.body) <= aws.body_max_chars == 8000
+    assert fit_body(markdown_sections(draft.body), aws.body_max_chars) == draft.body.strip()
+    assert "leaf-000" in draft.title and draft.body.startswith("1 suspect (shared) on 6 of 64 captured hosts")
+    assert "## Findings" not in draft.body and "521 in the bundle's findings.json" in draft.body
 
 
-def test_gcp_body_keeps_more_than_aws(escalation):
+def test_a_smaller_limit_keeps_less_of_the_same_ticket(escalation):
     draft = escalation[0]
-    aws = fit_body(markdown_sections(draft.body), DESK_LIMITS["aws"].body_max_chars)
-    gcp = fit_body(markdown_sections(draft.body), DESK_LIMITS["gcp"].body_max_chars)
-    assert len(aws) < len(gcp) <= 12_800
-    assert gcp.startswith(aws.rpartition("\n\n")[0].rpartition("\n")[0])
+    small = fit_body(markdown_sections(draft.body), 1200)
+    large = fit_body(markdown_sections(draft.body), 2000)
+    assert len(small) <= 1200 and len(small) < len(large) <= 2000
+    assert large.startswith(small.rpartition("\n\n")[0].rpartition("\n")[0])
 
 
 ORDER = ("info findings", "evidence items", "hosts without a finding", "texts cut", "identities", "timeline entries",
-         "counter rows", "lowest-ranked findings")
+         "counter rows", "lowest-ranked findings", "counter rows of dropped", "least severe suspects")
 
 
 def test_detail_goes_in_order_and_is_named(escalation):
@@ -99,7 +97,8 @@ def test_detail_goes_in_order_and_is_named(escalation):
         fitted = fit_summary(summary, limit)
         doc = json.loads(fitted.data)
         assert len(fitted.data) <= limit and doc["dropped"] == fitted.dropped and not doc["complete"]
-        assert doc["findings"][0]["component"] == "switch:leaf-000"  # the worst finding is the last to go
+        assert doc["suspects"][0]["name"] == "switch leaf-000"  # the suspects are the last to go
+        assert doc["findings"] == [] or doc["findings"][0]["component"] == "switch:leaf-000"  # then the worst finding
         assert all(f["severity"] != "info" for f in doc["findings"])
         stages = [next(i for i, what in enumerate(ORDER) if what in line) for line in fitted.dropped]
         assert stages == sorted(stages)
@@ -171,3 +170,42 @@ def test_a_limit_too_small_for_the_header_is_one_line_error():
         fit_summary(small([finding("gpu000", "a")]), 100)
     with pytest.raises(BundleError, match="number of bytes"):
         fit_summary(small([finding("gpu000", "a")]), "5MB")  # type: ignore[arg-type]
+
+
+def _diagnosis(n: int):
+    from fabricase.diagnosis import Background, Diagnosis, HostOutcome, Suspect
+
+    suspects = [Suspect(id=f"S{i}", host=f"gpu{i:03d}", unit="nic-port", components=[f"rdma:mlx5_{i}/1"],
+                        verdict="bad-link", verdict_text="bad link (cable, optic or switch port)",
+                        severity=Severity.MAJOR, confidence=0.99, q_value=1e-9,
+                        owner="operator" if i == n - 1 else "provider", action="Inspect or replace the cable " * 4,
+                        evidence=[f"phy.symbol_errors_uncorrected +{40 + i} (8/s); fleet median 0/s, p99 0/s"] * 3,
+                        identity={"pci": f"0000:{i:02x}:00.0"}, findings=[f"k@gpu{i:03d}/rdma:mlx5_{i}/1"])
+                for i in range(n)]
+    background = [Background("rdma.out_of_sequence", "rdma", 61, 128, 0.058)]
+    return Diagnosis(suspects, background, [HostOutcome(f"gpu{i:03d}", "ok") for i in range(4)])
+
+
+def test_the_summary_carries_the_suspects_of_every_owner_and_the_background():
+    diagnosis = _diagnosis(3)
+    doc = json.loads(fit_summary(small([finding("gpu000", "rdma:mlx5_0/1")], diagnosis=diagnosis), None).data)
+    assert [s["id"] for s in doc["suspects"]] == ["S0", "S1", "S2"]
+    assert doc["suspects"][2]["owner"] == "operator"  # not the provider's: the user's summary still has it
+    assert doc["background"][0]["text"].startswith("out_of_sequence rose on 61 of 128 ports")
+    assert doc["verdict"] == diagnosis.verdict_line
+
+
+def test_without_a_diagnosis_the_summary_diagnoses_the_findings():
+    doc = json.loads(fit_summary(small([finding("gpu000", "rdma:mlx5_0/1")]), None).data)
+    assert [(s["host"], s["components"][0]) for s in doc["suspects"]] == [("gpu000", "rdma:mlx5_0/1")]
+
+
+def test_suspects_go_last_and_are_counted():
+    s = small([finding("gpu000", "rdma:mlx5_0/1", n_evidence=3)], diagnosis=_diagnosis(40))
+    whole = fit_summary(s, None)
+    fitted = fit_summary(s, len(whole.data) // 2)
+    doc = json.loads(fitted.data)
+    assert len(fitted.data) <= len(whole.data) // 2
+    assert doc["findings"] == [] and 0 < len(doc["suspects"]) < 40
+    assert fitted.dropped[-1].endswith("least severe suspects")
+    assert [x["id"] for x in doc["suspects"]] == [f"S{i}" for i in range(len(doc["suspects"]))]  # the first kept

@@ -101,9 +101,11 @@ def test_bundle_is_reproducible_and_draft_renders(run, tmp_path, host_tree):
     assert b"fabricase collect" in reproduce and b"localhost" in reproduce
     # The HTML report names the finding the analysis made, with no reference outside the file.
     assert "netdev:eth1" in report and "link-down" in report and "http://" not in report
+    # The ticket is built from suspects: a down interface that is only a minor finding is no suspect, and the
+    # draft says that nothing was localized (the raw findings travel in the bundle).
     draft = run.json("draft", str(cap), "--symptom", "busbw fell")
-    assert "netdev:eth1" in draft["body"] and draft["title"].startswith("[fabricase]")
-    assert "eth1" in run("draft", str(tmp_path / "a.tar.gz")).stdout
+    assert draft["title"].startswith("[fabricase]") and "No suspect on the 1 captured host" in draft["body"]
+    assert "No suspect on the 1 captured host" in run("draft", str(tmp_path / "a.tar.gz")).stdout
 
 
 def test_dry_run_files_and_tracks_nothing(run, home):

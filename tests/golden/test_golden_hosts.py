@@ -52,8 +52,10 @@ def test_degraded_hgx_host_names_every_fault(tmp_path):
         ("critical", "nvlink:2/1", "fleet-outlier"),
     }
     by_kind = {f.kind: f for f in analyze(capture)}
-    evidence = {e.source: e.value for e in by_kind["rdma-symbol-errors"].evidence}
-    assert evidence["/sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error"] == 40
+    evidence = {(e.metric, e.source): e.value for e in by_kind["rdma-symbol-errors"].evidence}
+    source = "/sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error"
+    assert evidence[("phy.symbol_errors_uncorrected.delta", source)] == 40
+    assert evidence[("phy.symbol_errors_uncorrected.p_limit", source)] < 1e-100  # 40 in well under a second
     flap = {e.source: e.value for e in by_kind["rdma-link-flap"].evidence}
     assert flap["/sys/class/infiniband/mlx5_3/ports/1/counters/link_downed"] == 2
 
@@ -90,8 +92,12 @@ def test_cli_analyze_of_a_replayed_degraded_host_names_the_port_and_counter(tmp_
     symbol = next(f for f in out["findings"] if f["kind"] == "rdma-symbol-errors")
     assert symbol["component"] == "rdma:mlx5_3/1"
     assert any("symbol_error" in (e["source"] or "") for e in symbol["evidence"])
+    # The suspect names the port by its RDMA name and netdev, and the counter behind it.
+    [suspect] = [s for s in out["suspects"] if "rdma:mlx5_3/1" in s["components"]]
+    assert suspect["findings"][0].startswith("rdma-symbol-errors@localhost/rdma:mlx5_3/1") or any(
+        fid.startswith("rdma-symbol-errors@") for fid in suspect["findings"])
     human = runner.invoke(cli, ["analyze", str(cap)]).stdout
-    assert "rdma:mlx5_3/1" in human and "symbol_error" in human
+    assert "mlx5_3/1" in human and "symbol_error" in human
 
 
 def test_every_kind_the_golden_hosts_raise_is_documented(tmp_path):

@@ -49,10 +49,16 @@ def leaf_placements(hosts: list[str], per_leaf: int = 16) -> list[Placement]:
 
 
 class Dom(HTMLParser):
-    """What the tests read from a page: the heat map's rows (cells per row), finding rows, plots and elements."""
+    """What the tests read from a page: the heat map's rows (cells per row), finding rows, plots and elements; the
+    sections in page order, the suspect cards, and whether each findings table sits in a folded <details>."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
+        self.sections: list[str] = []  # ids, in page order
+        self.cards: list[str] = []  # class of each suspect card
+        self.mini_plots = 0
+        self.findings_folded: list[bool] = []  # per findings table: its nearest <details> is there and closed
+        self._details: list[bool] = []  # open attribute of each enclosing <details>
         self.heat_rows: list[int] = []
         self.heat_classes: list[str] = []
         self.finding_rows = 0
@@ -68,6 +74,16 @@ class Dom(HTMLParser):
         a = dict(attrs)
         classes = (a.get("class") or "").split()
         self.tags[tag] = self.tags.get(tag, 0) + 1
+        if tag == "section":
+            self.sections.append(a.get("id") or "")
+        elif tag == "article" and "card" in classes:
+            self.cards.append(a.get("class") or "")
+        elif tag == "details":
+            self._details.append("open" in a)
+        if tag == "svg" and "mini" in classes:
+            self.mini_plots += 1
+        if tag == "table" and "findings" in classes:
+            self.findings_folded.append(bool(self._details) and not self._details[-1])
         if tag == "table":
             self._stack.append("heat" if "heat" in classes else "findings" if "findings" in classes else "other")
         elif tag == "tbody" and self._stack:
@@ -82,13 +98,15 @@ class Dom(HTMLParser):
         elif tag == "th" and self._stack and self._stack[-1] == "heat:body" and "host" in classes:
             self._in_host = True
             self.host_headers.append("")
-        elif tag == "svg" and "dist" in classes:
+        elif tag == "svg" and "dist" in classes and "mini" not in classes:
             self.plots += 1
         elif tag == "details" and "group" in classes:
             self.groups += 1
             self.open_groups += "open" in a
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "details" and self._details:
+            self._details.pop()
         if tag == "table" and self._stack:
             self._stack.pop()
         elif tag == "th":

@@ -1,5 +1,6 @@
 """The HTML report opened in a real browser: headless Chromium (Debian's `chromium`) renders it from file:// with
-the network out of reach, dumps the DOM it built and takes a screenshot that must show the report's colours.
+the network out of reach, dumps the DOM it built and takes a screenshot that must show the report's colours, and
+a first screen (1280x800) that shows every suspect of the 16-host acceptance fleet whole.
 Skipped without chromium; FAILS under CI=true."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from report_helpers import artifacts_dir, colours, console_messages, dom, png_pi
 from fabricase.analysis import analyze
 from fabricase.capturedir import load_capture
 from fabricase.models import HostCapture, HostStatus
+from fabricase.pipeline import diagnose_capture
 from fabricase.placements import inventory_placements, topology_of
 from fabricase.report import html_report
 
@@ -27,6 +29,10 @@ EVIL = "<script>alert(1)</script>"
 # Colours the page must show on screen (report.html.j2): a critical finding's heat-map cell, the critical badge,
 # and the fill of a quiet component.
 CRITICAL_CELL, CRITICAL_BADGE, QUIET = (0x7F, 0x00, 0x00), (0xB3, 0x26, 0x1E), (0xCE, 0xEA, 0xD6)
+# A suspect card's left stripe (article.card, 6 px wide) is its severity's colour (the --critical... variables).
+STRIPES = {"critical": (0xB3, 0x26, 0x1E), "major": (0xE8, 0x71, 0x0A), "minor": (0xF9, 0xAB, 0x00),
+           "info": (0x5F, 0x63, 0x68)}
+FIRST_SCREEN = (1280, 800)
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +84,66 @@ def test_the_screenshot_shows_the_report(report, tmp_path):
     assert len(seen) > 32, f"{len(seen)} colours: a blank or unstyled page"
     for name, rgb in (("critical cell", CRITICAL_CELL), ("critical badge", CRITICAL_BADGE), ("quiet cell", QUIET)):
         assert rgb in seen, f"no {name} {rgb} on screen"
+
+
+@pytest.fixture(scope="module")
+def fleet16(tmp_path_factory):
+    """The acceptance capture (harness.build_fleet16: 16 hosts, 8 of them with one different fault each),
+    diagnosed as `open` does, and its report as the bundle holds it: the page, the diagnosis."""
+    folder = tmp_path_factory.mktemp("fleet16") / "capture"
+    harness.build_fleet16(folder, seed=1)
+    capture = load_capture(folder, verify=False)
+    placements = inventory_placements(folder / "inventory.json", [h.host for h in capture.hosts])
+    done = diagnose_capture(capture, topology=topology_of(placements), placements=placements)
+    page = folder.parent / "report.html"
+    page.write_bytes(html_report(capture, done.findings, placements, done.samples, diagnosis=done.diagnosis,
+                                 symptom="allreduce busbw fell from 360 to 210 GB/s", escalation_id="FAB-1042"))
+    return page, done.diagnosis
+
+
+def stripes(pixels: np.ndarray) -> list[tuple[str, int, int]]:
+    """(severity, top, bottom) of each card stripe on screen: a run of one stripe colour at least 5 px wide and
+    40 px tall. Nothing else on the page is drawn that way: severity badges are 16 px tall, the plots' red
+    marker 2 px wide, the flagged-component plots' border 4 px wide, and the heat map uses other reds."""
+    from scipy import ndimage
+
+    out = []
+    rgb = pixels[..., :3]
+    for severity, colour in STRIPES.items():
+        regions, _ = ndimage.label(np.all(rgb == colour, axis=-1))
+        for rows, cols in ndimage.find_objects(regions):
+            if cols.stop - cols.start >= 5 and rows.stop - rows.start >= 40:
+                out.append((severity, rows.start, rows.stop))
+    return sorted(out, key=lambda s: s[1])
+
+
+def test_the_first_screen_shows_every_suspect_of_the_16_host_fleet(fleet16, tmp_path):
+    """Acceptance: at 1280x800 the first screen holds all 8 suspect cards whole, under the header's symptom,
+    escalation id, bundle id and verdict line. Checked on the pixels: each card has a left stripe in its
+    severity's colour; 8 stripes must be on screen, none touching the bottom edge (a card cut by the fold), with
+    as many of each colour as the diagnosis has suspects of that severity. The DOM that Chromium built says the
+    cards are the page's first section, before the heat map."""
+    page, diagnosis = fleet16
+    assert len(diagnosis.suspects) == 8
+    built = run_chromium(page, tmp_path / "profile", "--dump-dom")
+    assert built.returncode == 0 and console_messages(built.stderr) == [], built.stderr[-2000:]
+    tree = dom(built.stdout)
+    assert len(tree.cards) == 8 and tree.sections[:3] == ["suspects", "heatmap", "background"]
+    assert tree.sections[-1] == "findings" and tree.findings_folded == [True]
+    keep = artifacts_dir(tmp_path)
+    shot = keep / "first-screen.png"
+    width, height = FIRST_SCREEN
+    done = run_chromium(page, tmp_path / "profile", f"--screenshot={shot}", f"--window-size={width},{height}")
+    assert done.returncode == 0 and console_messages(done.stderr) == [], done.stderr[-2000:]
+    shutil.copyfile(page, keep / "fleet16-report.html")
+    print(f"first screen: {shot}")
+    pixels = png_pixels(shot.read_bytes())
+    assert pixels.shape[:2] == (height, width)
+    seen = stripes(pixels)
+    assert len(seen) == 8, seen
+    assert all(bottom < height - 1 for _, _, bottom in seen), f"a card is cut at the fold: {seen}"
+    wanted = sorted(str(s.severity) for s in diagnosis.suspects)
+    assert sorted(severity for severity, _, _ in seen) == wanted
 
 
 def _png(rows: np.ndarray, filters: list[int], channels: int) -> bytes:

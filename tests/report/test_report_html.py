@@ -59,7 +59,8 @@ def test_report_is_one_self_contained_file(scenario):
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
     for loader in ("<script", "<link", "<img", "<iframe", "<object", "<embed", "@import", "url(", " src="):
         assert loader not in text, loader
-    assert set(re.findall(r'href="([^"]*)"', text)) <= {"#findings", "#heatmap", "#suspects", "#topology", "#gaps"}
+    assert set(re.findall(r'href="([^"]*)"', text)) <= {"#suspects", "#heatmap", "#background", "#plots", "#topology",
+                                                         "#gaps", "#findings"}
 
 
 def test_untrusted_names_and_summaries_are_escaped():

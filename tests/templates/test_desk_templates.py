@@ -11,11 +11,14 @@ import pytest
 import ticket_cases as tc
 from golden_files import GOLDEN, check_golden
 
+from fabricase.bundler.body import markdown_sections
 from fabricase.models import Severity
 from fabricase.templates import environment, jira_table, render_draft, ticket_template
 from fabricase.templates.ruled_out import checks_run
+from fabricase.templates.severity import desk_severity
+from fabricase.templates.suspects import diagnosis_of
 
-SECTIONS = ["Impact on the workload", "Findings", "Ruled out", "Timeline", "Requested action", "References"]
+SECTIONS = ["Impact on the workload", "Ruled out", "Timeline", "Requested action", "References"]
 HOSTS_TITLE = {"aws": "Affected instances", "gcp": "Affected instances", "azure": "Affected VMs"}
 # ARM resource ids and hashed topology ids are never split, so a line holding one may pass 100 columns
 LONG_ID = re.compile(r"/subscriptions/\S+")
@@ -74,12 +77,15 @@ def test_each_desk_gets_its_own_template(desk):
 def test_sections_come_in_order(desk):
     body = draft(desk).body
     hosts_title = HOSTS_TITLE.get(desk, "Affected hosts")
-    order = [SECTIONS[0], hosts_title, *SECTIONS[1:]]
+    titles = [t for t, _ in markdown_sections(body)]
+    suspects = [t for t in titles if t.startswith("Suspect ")]
+    assert suspects == [f"Suspect {i} of 4: " + t.split(": ", 1)[1] for i, t in enumerate(suspects, 1)]
+    order = [SECTIONS[0], *suspects, hosts_title, *SECTIONS[1:]]
     positions = [body.index(heading(desk, h)) for h in order]
     assert positions == sorted(positions)
-    # the one-line summary comes first
+    # the scope line comes first
     first = body.removeprefix("{noformat}\n")
-    assert first.startswith("4 findings (4 major) on 2 of 3 hosts captured; worst: rdma:mlx5_3/1 on gpu002")
+    assert first.startswith("4 suspects (1 of them shared) on 2 of 3 captured hosts; 1 host checked and healthy.")
 
 
 @pytest.mark.parametrize("desk", tc.DESKS)
@@ -92,30 +98,41 @@ def test_lines_fit_100_columns_except_unsplittable_ids(desk):
         assert long == [], long
 
 
+LOWER = {"aws": "normal", "gcp": "P3", "azure": "minimal", "jira": "Medium", "zendesk": "normal", "generic": "minor",
+         "email": "minor"}
+
+
 @pytest.mark.parametrize("desk", tc.DESKS)
 def test_a_capped_severity_still_fits(desk):
-    body = draft(desk, severity=Severity.CRITICAL, max_level=None, support_plan="business").body
-    line = next(line for line in body.splitlines() if line.startswith(("Severity:", "Priority:")))
-    assert len(line) <= 100
-    if desk == "aws":
-        assert "capped from critical by the business support plan" in " ".join(body.split())
+    body = draft(desk, severity=Severity.CRITICAL, max_level=LOWER[desk]).body
+    lines = body.split("\n\n")
+    severity = next(p for p in lines if p.removeprefix("{noformat}\n").startswith(("Severity:", "Priority:")))
+    assert all(len(line) <= 100 for line in severity.splitlines())
+    if desk not in ("generic", "email"):
+        assert f"capped from {desk_severity(desk, 'major').code} by the max_level {LOWER[desk]}" in " ".join(
+            body.split())
 
 
 @pytest.mark.parametrize("desk", tc.DESKS)
 def test_the_facts_every_desk_must_carry(desk):
     body = draft(desk).body
     for fact in (
-        "link.error_recovery.delta = 38 events (baseline 0.2)",  # evidence against the fleet baseline
+        "link.error_recovery 38; fleet 0.2",  # evidence against the fleet baseline
         "q-value 0.0004",
         "confidence 0.95",
+        "Where: gpu001: rdma:mlx5_3/1",
         "no Xid on any of the 3 hosts",  # ruled out
         "no PCIe downgrade on any of the 3 hosts",
+        "no PHY, FEC or FCS errors on the other 2 hosts",  # gpu001's symbol errors are PHY errors
         "2024-05-14T08:02:11.204518+0000: gpu002: first kernel-log error: eth3 link down",  # timeline
         "2024-05-14T08:31:05Z: created: escalation FC-0012 opened",
         f"sha256:{tc.BUNDLE_ID}",
-        "Investigate " + tc.shared_component(desk) + ", shared by the hosts with findings",
+        "raw findings: 4 in the bundle's findings.json",
+        f"Where: {tc.shared_component(desk)} (shared)",
+        "its ports and the links down to the hosts below it",  # the shared suspect's action
     ):
-        assert fact in body, (desk, fact)
+        assert fact in " ".join(body.split()), (desk, fact)
+    assert "no PHY, FEC or FCS errors on any of" not in body
 
 
 def test_aws_speaks_instance_ids_az_ids_and_network_nodes():
@@ -125,7 +142,7 @@ def test_aws_speaks_instance_ids_az_ids_and_network_nodes():
     assert re.search(r"\| gpu001 \| i-0a1b2c3d4e5f60001 \| use1-az4 \| nn-7a8b9c0d1e2f3a4b5 \|", body)
     assert "- network node nn-7a8b9c0d1e2f3a4b5 is shared by: i-0a1b2c3d4e5f60001, i-0a1b2c3d4e5f60002" in body
     assert "Instance type: p5.48xlarge" in body and "Placement group: pg-train-48213" in body
-    assert "gpu003" not in body.split("## Findings")[0].split("## Affected instances")[1]  # only affected hosts
+    assert "gpu003" not in dict(markdown_sections(body))["Affected instances"]  # only hosts with suspects
 
 
 def test_gcp_speaks_instance_names_and_cluster_block_subblock_host():
@@ -146,16 +163,17 @@ def test_azure_speaks_resource_ids_physical_hosts_and_fault_domains():
 
 def test_jira_uses_wiki_markup_and_preformats_running_text():
     body = draft("jira").body
-    assert "## " not in body and "h2. Findings\n\n{noformat}\n1. [major] gpu002 rdma:mlx5_3/1" in body
+    assert "## " not in body
+    assert "h2. Suspect 1 of 4: link flapping on gpu002 mlx5_3/1\n\n{noformat}\nVerdict: link flapping" in body
     assert "||host||status||instance||zone||topology||\n|gpu001|ok|node-0001|dc1-hall2|" in body
     assert body.count("{noformat}") % 2 == 0
     assert "Priority: High, from fabricase severity major" in body
 
 
 def test_jira_cannot_be_broken_out_of_a_preformatted_block():
-    f = tc.findings()
-    f[0].summary = "evil {noformat} h2. Injected [link|http://x]"
-    body = draft("jira", findings=f).body
+    diagnosis = diagnosis_of(tc.findings(), tc.hosts(), tc.placements("jira"))
+    diagnosis.suspects[0].evidence[0] = "evil {noformat} h2. Injected [link|http://x]"
+    body = draft("jira", diagnosis=diagnosis).body
     assert "{noformat} h2." not in body and "{ noformat} h2. Injected" in body
     assert jira_table(["a"], [["[x]{y}"]]) == "||a||\n|\\[x\\]\\{y\\}|"
 

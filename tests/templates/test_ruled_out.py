@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import ticket_cases as tc
 
-from fabricase.models import CaptureItem, Finding, HostCapture, HostStatus, Severity
+from fabricase.models import CaptureItem, Evidence, Finding, HostCapture, HostStatus, Severity
 from fabricase.templates.ruled_out import CHECKS, checks_run, ruled_out
 
 FINDINGS_DOC = Path(__file__).resolve().parents[2] / "docs" / "findings.md"
@@ -113,3 +113,57 @@ def test_checks_run_cost_on_a_large_fleet():
     run = checks_run(big)
     expected = {"link-flap", "port-down", "speed", "netdev-errors", "rdma-errors", "discards", "congestion", "fleet"}
     assert len(run) == 64 and all(names == expected for names in run.values())
+
+
+def _suspect(host, verdict, components=("rdma:mlx5_3/1",)):
+    from fabricase.diagnosis import VERDICTS, Suspect
+
+    v = VERDICTS[verdict]
+    return Suspect(id=f"S-{host}", host=host, unit="nic-port", components=list(components), verdict=verdict,
+                   verdict_text=v.text, severity=Severity.MAJOR, confidence=0.95, q_value=None, owner=v.owner,
+                   action="a", evidence=["e"], identity={}, findings=[])
+
+
+THREE = {h: {"phy", "rdma-errors", "nvlink", "xid", "fleet"} for h in ("gpu001", "gpu002", "gpu003")}
+
+
+def test_no_phy_line_beside_a_suspect_with_symbol_errors():
+    """The issue's ticket said "no PHY, FEC or FCS errors" next to a port with symbol errors: a symbol error is a
+    PHY error whatever rule reported it (here rdma-symbol-errors and a fleet outlier on the PHY counter)."""
+    symbol = Finding("rdma-symbol-errors", Severity.MAJOR, "gpu002", "rdma:mlx5_3/1", "symbol_error +40",
+                     evidence=[Evidence("phy.symbol_errors_uncorrected.delta", 40, "errors", baseline=0)])
+    outlier = Finding("fleet-outlier", Severity.MAJOR, "gpu002", "rdma:mlx5_3/1", "outlier",
+                      evidence=[Evidence("phy.symbol_errors_uncorrected.delta", 40, "errors", baseline=0.1)])
+    for fired in ([symbol], [outlier]):
+        clear, _ = ruled_out(THREE, fired, suspects=[_suspect("gpu002", "bad-link")])
+        texts = [c.text for c in clear]
+        assert "no PHY, FEC or FCS errors on the other 2 hosts" in texts, texts
+        assert not any(t.startswith("no PHY") and "any of the" in t for t in texts)
+
+
+def test_a_suspect_verdict_excludes_its_topic_even_without_a_finding_of_its_kinds():
+    """Xid 74 is an NVLink error: beside that suspect, NVLink is not ruled out on its host."""
+    xid = Finding("nvidia-xid", Severity.MAJOR, "gpu003", "gpu:2", "Xid 74",
+                  evidence=[Evidence("xid_74", 1, "events")])
+    clear, _ = ruled_out(THREE, [xid], suspects=[_suspect("gpu003", "nvlink-errors", ("gpu:2",))])
+    texts = [c.text for c in clear]
+    assert "no NVLink errors or inactive links on the other 2 hosts" in texts
+    assert "no Xid on the other 2 hosts" in texts
+
+
+def test_a_topic_that_fired_beside_no_suspect_is_not_ruled_out_at_all():
+    noise = Finding("rdma-transport-errors", Severity.MINOR, "gpu001", "rdma:mlx5_1/1", "out_of_sequence +1",
+                    evidence=[Evidence("rdma.out_of_sequence.delta", 1, "packets")])
+    clear, not_run = ruled_out(THREE, [noise], suspects=[_suspect("gpu002", "bad-link")])
+    assert "rdma-errors" not in {c.check.name for c in clear} | {c.name for c in not_run}
+    assert "rdma-errors" not in {c.check.name for c in ruled_out(THREE, [noise])[0]}  # without suspects, as before
+
+
+def test_the_other_hosts_wording():
+    from fabricase.templates.ruled_out import CHECKS, CheckResult
+
+    phy = next(c for c in CHECKS if c.name == "phy")
+    assert CheckResult(phy, 15, 16, excluded=1).text == "no PHY, FEC or FCS errors on the other 15 hosts"
+    assert CheckResult(phy, 1, 2, excluded=1).text == "no PHY, FEC or FCS errors on the other host"
+    assert CheckResult(phy, 12, 16, excluded=1).text == (
+        "no PHY, FEC or FCS errors on 12 of the other 15 hosts (3 without the data)")

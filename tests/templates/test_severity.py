@@ -1,4 +1,5 @@
-"""Severity in each desk's scale: the mapping, caps by max_level and support plan, errors, and the docs table."""
+"""The ticket's severity from its suspects and the stated impact (one noisy port is never "system down"), then in
+each desk's scale: the mapping, caps by max_level and support plan, errors, and the docs tables."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
-import ticket_cases as tc
+import suspect_cases as sc
 
+from fabricase.diagnosis import VERDICTS
 from fabricase.errors import ConfigError
 from fabricase.models import Severity
 from fabricase.templates import render_draft
-from fabricase.templates.severity import SCALES, desk_severity, plan_max_level, scale_for
+from fabricase.templates.severity import CEILING, SCALES, desk_severity, plan_max_level, scale_for, ticket_severity
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tickets.md"
 
@@ -120,13 +122,61 @@ def test_desks_without_a_scale_say_fabricase_severity():
 
 def test_the_ticket_says_the_capped_level():
     d = render_draft(
-        provider="aws", symptom=tc.SYMPTOM, severity=Severity.CRITICAL, findings=tc.findings(), hosts=tc.hosts(),
-        placements=tc.placements("aws"), bundle_id=None, capture_created_at=tc.CREATED_AT, escalation_id=None,
-        support_plan="business",
+        provider="aws", symptom=sc.SYMPTOM, severity=Severity.CRITICAL, findings=sc.findings(), hosts=sc.hosts(),
+        placements=sc.placements(), bundle_id=None, capture_created_at=sc.CREATED_AT, escalation_id=None,
+        support_plan="business", diagnosis=sc.diagnosis(),
     )
-    assert ("Severity: urgent (Production system down), from fabricase severity critical; capped from critical by "
-            "the business support plan") in " ".join(d.body.split())
+    assert ("Severity: urgent (Production system down), from fabricase severity critical: critical suspects on 2 "
+            "hosts; capped from critical by the business support plan") in " ".join(d.body.split())
     assert d.severity == Severity.CRITICAL  # the draft keeps fabricase's own
+
+
+def _one(severity=Severity.CRITICAL, host="gpu003", verdict="bad-link", unit="nic-port"):
+    s = next(x for x in sc.suspects() if x.verdict == "bad-link")
+    s.severity, s.host, s.verdict, s.unit = severity, host, verdict, unit
+    s.verdict_text = VERDICTS[verdict].text
+    return s
+
+
+def test_one_noisy_port_is_never_system_down():
+    """The issue's ticket filed one noisy port as AWS critical (Business-critical system down)."""
+    t = ticket_severity([_one()], Severity.CRITICAL)
+    assert t.severity == Severity.MAJOR and not t.wide
+    assert "one part of one host (gpu003 mlx5_5/1 (ens6np0))" in t.reason
+    assert desk_severity("aws", t.severity).label == "Production system impaired"
+    # a second, major port on another host does not make the first one "down"
+    assert ticket_severity([_one(), _one(Severity.MAJOR, "gpu004")], Severity.CRITICAL).severity == Severity.MAJOR
+
+
+@pytest.mark.parametrize(("suspects", "reason"), [
+    (lambda: [_one(), _one(host="gpu004")], "critical suspects on 2 hosts"),
+    (lambda: [_one(host=None, verdict="switch-fault", unit="shared")], "critical shared component"),
+    (lambda: [_one(verdict="gpu-off-bus", unit="gpu")], "GPU fell off the bus on gpu003"),
+])
+def test_critical_needs_a_wide_fault(suspects, reason):
+    t = ticket_severity(suspects(), Severity.CRITICAL)
+    assert t.severity == Severity.CRITICAL and t.wide and t.reason.startswith(reason)
+
+
+def test_the_stated_impact_caps_and_no_suspect_is_at_most_major():
+    assert ticket_severity([_one(), _one(host="gpu004")], Severity.MINOR).severity == Severity.MINOR
+    assert ticket_severity([_one(), _one(host="gpu004")], Severity.MINOR).reason.endswith("stated impact is minor")
+    assert ticket_severity([], Severity.CRITICAL).severity == Severity.MAJOR
+    assert ticket_severity([], Severity.MINOR).severity == Severity.MINOR
+    assert ticket_severity([_one(Severity.MINOR)], Severity.CRITICAL).severity == Severity.MINOR
+
+
+def test_docs_ceiling_table_matches_the_code():
+    """docs/tickets.md's table from the worst suspect to the ticket's severity is CEILING, row for row."""
+    rows = re.findall(r"^\| (critical|major|minor|info|none) \| (wide|narrow|any) \| `(\w+)` \|", DOC.read_text(), re.M)
+    covered = set()
+    for worst_name, breadth, ceiling in rows:
+        worst = None if worst_name == "none" else Severity(worst_name)
+        for wide in (False, True) if breadth == "any" else (breadth == "wide",):
+            if (worst, wide) in CEILING:
+                assert CEILING[(worst, wide)] == Severity(ceiling), (worst, wide)
+                covered.add((worst, wide))
+    assert covered == set(CEILING)
 
 
 def test_docs_table_matches_the_registry():

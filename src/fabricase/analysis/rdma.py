@@ -7,9 +7,11 @@ import functools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from typing import NamedTuple
 
 from fabricase.analysis._items import HostItems, per_samples
 from fabricase.analysis.rates import Delta, counter_delta
+from fabricase.analysis.stats import RATE_LIMIT_ALPHA, exceeds_rate_limit
 from fabricase.errors import CaptureError
 from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
 from fabricase.parsers.ibtools import parse_rdma_statistic
@@ -26,9 +28,9 @@ from fabricase.parsers.rdma import (
 )  # fmt: skip
 
 __all__ = [
-    "IB_ROOT", "RULES", "STATISTIC", "load_ports", "rdma_counters_saturated", "rdma_link_flap", "rdma_port_down",
-    "rdma_port_errors", "rdma_samples", "rdma_speed_downshift", "rdma_symbol_errors", "rdma_transport_errors",
-    "samples",
+    "IB_ROOT", "RATE_LIMITS", "RULES", "STATISTIC", "RateLimit", "load_ports", "rdma_counters_saturated",
+    "rdma_link_flap", "rdma_port_down", "rdma_port_errors", "rdma_samples", "rdma_speed_downshift",
+    "rdma_symbol_errors", "rdma_transport_errors", "samples",
 ]  # fmt: skip
 
 Rule = Callable[[HostCapture, list[MetricSample]], list[Finding]]
@@ -37,6 +39,31 @@ STATISTIC = "cmd:rdma-statistic"
 # Read in snapshot 0 only; carried into snapshot 1 so both records describe the same port.
 _ONCE = ("link_layer", "gid_attrs/", "gids/")
 SYMBOL_ERRORS_PER_HOUR = 120  # IBTA-derived ceiling quoted by NVSentinel (telemetry.md e.1)
+
+
+class RateLimit(NamedTuple):
+    """A fixed ceiling on a counter's rate, `per_unit` events per `unit` ("h", "min" or "s")."""
+
+    per_unit: float
+    unit: str
+
+    @property
+    def per_s(self) -> float:
+        return self.per_unit / _SECONDS[self.unit]
+
+
+_SECONDS = {"h": 3600.0, "min": 60.0, "s": 1.0}
+# The rate limits the rules quote (telemetry.md e.1, e.2: NVSentinel's non-fatal alerts), by normalized metric.
+# Each is decided by an exact Poisson test at RATE_LIMIT_ALPHA (exceeds_rate_limit), never by the point estimate:
+# one symbol error in 17 s reads 212/h, yet a port at exactly 120/h shows that much 43% of the time.
+RATE_LIMITS: dict[str, RateLimit] = {
+    "phy.symbol_errors_uncorrected": RateLimit(SYMBOL_ERRORS_PER_HOUR, "h"),
+    "link.error_recovery": RateLimit(5, "min"),  # each retrain stalls traffic 50 ms-2 s
+    "rx.errors": RateLimit(10, "s"),  # port_rcv_errors
+    "tx.discards": RateLimit(100, "s"),  # port_xmit_discards
+    "rdma.ack_timeout": RateLimit(1, "s"),  # local_ack_timeout_err: may be a crashed remote rank
+    "rdma.slow_restart": RateLimit(10, "s"),  # roce_slow_restart
+}
 
 
 def _split(source: str) -> tuple[str, int | None, str] | None:
@@ -225,13 +252,53 @@ def _interval(hc: HostCapture) -> str:
     return f"in {hc.interval_s:g} s" if hc.interval_s else "between snapshots"
 
 
-def _increase(s: MetricSample, per: str = "s", factor: float = 1.0, extra: str = "") -> str:
-    rate = f" ({s.rate * factor:.3g}/{per}{extra})" if s.rate is not None else ""
+def _increase(s: MetricSample, per: str = "s", factor: float = 1.0) -> str:
+    rate = f" ({s.rate * factor:.3g}/{per})" if s.rate is not None else ""
     return f"{_raw_name(s)} +{s.delta:g}{rate}"
 
 
 def _evidence(s: MetricSample) -> Evidence:
     return Evidence(f"{s.metric}.delta", s.delta, s.unit, baseline=0, source=s.source, snapshot=1)
+
+
+def _p_text(p: float) -> str:
+    if p >= 0.001 or p == 0:
+        return f"{p:.2g}"
+    mantissa, _, exponent = f"{p:.1e}".partition("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+class _Tested(NamedTuple):
+    """A counter that rose, set against its rate limit: above it (p <= RATE_LIMIT_ALPHA) or not, and how said."""
+
+    sample: MetricSample
+    above: bool
+    text: str
+    p: float | None  # None: no limit for this metric, or no interval to test a rate over
+
+
+_SHOWN_PER = {"link.down_events": "min"}  # a rate without a limit, in the unit a fabric engineer reads it in
+
+
+def _tested(s: MetricSample, interval_s: float | None) -> _Tested:
+    limit = RATE_LIMITS.get(s.metric)
+    if limit is None:
+        per = _SHOWN_PER.get(s.metric, "s")
+        return _Tested(s, False, _increase(s, per, _SECONDS[per]), None)
+    quoted = f"the {limit.per_unit:g}/{limit.unit} limit"
+    if s.rate is None or not interval_s or interval_s <= 0 or s.delta is None:
+        return _Tested(s, False, f"{_increase(s)} (no interval: not tested against {quoted})", None)
+    above, p = exceeds_rate_limit(s.delta, interval_s, limit.per_s)
+    verdict = "above" if above else "not above"
+    rate = s.rate * _SECONDS[limit.unit]
+    return _Tested(s, above, f"{_raw_name(s)} +{s.delta:g} ({rate:.3g}/{limit.unit}; {verdict} {quoted}, "
+                             f"p = {_p_text(p)})", p)
+
+
+def _limit_evidence(tested: list[_Tested]) -> list[Evidence]:
+    """The test's p-value beside each tested counter's delta; its baseline is the level it was held against."""
+    return [Evidence(f"{t.sample.metric}.p_limit", float(f"{t.p:.4g}"), "p-value", RATE_LIMIT_ALPHA, t.sample.source, 1)
+            for t in tested if t.p is not None]
 
 
 def _snap(hc: HostCapture, s: MetricSample) -> int:
@@ -273,49 +340,58 @@ def rdma_port_down(hc: HostCapture, samples: list[MetricSample]) -> list[Finding
 
 
 def _counter_rule(hc: HostCapture, samples: list[MetricSample], kind: str, names: tuple[str, ...],
-                  classify: Callable[[list[MetricSample]], tuple[Severity, float, str]]) -> list[Finding]:
+                  classify: Callable[[list[_Tested]], tuple[Severity, float]]) -> list[Finding]:
+    """One finding per port where any of `names` rose; each counter with a rate limit is tested against it
+    (RATE_LIMITS), and `classify` decides severity and confidence from the tested counters."""
     items, findings = HostItems(hc), []
     for comp, m in _ports(hc, samples).items():
         grown = _grown(m, names)
         if grown:
-            severity, confidence, text = classify(grown)
-            summary = f"{_label(items, comp)}: {text} {_interval(hc)}"
-            evidence = [_evidence(s) for s in grown]
+            tested = [_tested(s, hc.interval_s) for s in grown]
+            severity, confidence = classify(tested)
+            summary = f"{_label(items, comp)}: {', '.join(t.text for t in tested)} {_interval(hc)}"
+            evidence = [_evidence(s) for s in grown] + _limit_evidence(tested)
             findings.append(Finding(kind, severity, hc.host, comp, summary, evidence, confidence))
     return findings
 
 
+def _serious(tested: list[_Tested], fatal: frozenset[str]) -> bool:
+    return any(t.sample.metric in fatal or t.above for t in tested)
+
+
+_FATAL_FLAP = frozenset({"link.down_events"})  # NVSentinel: any link_downed at runtime is fatal for RC QPs
+
+
 def rdma_link_flap(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
-    """link_downed or link_error_recovery increased: the link went down or retrained during the interval."""
-    def classify(grown: list[MetricSample]) -> tuple[Severity, float, str]:
-        return Severity.MAJOR, 0.95, ", ".join(_increase(s, "min", 60) for s in grown)
+    """link_downed increased (major: the link went down), or link_error_recovery did (the link retrained): major
+    above 5/min, minor when the retrains are consistent with that limit."""
+    def classify(tested: list[_Tested]) -> tuple[Severity, float]:
+        return (Severity.MAJOR if _serious(tested, _FATAL_FLAP) else Severity.MINOR), 0.95
 
     return _counter_rule(hc, samples, "rdma-link-flap", ("link.down_events", "link.error_recovery"), classify)
 
 
 def rdma_symbol_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
-    """symbol_error increased; the rate per hour is set against the IBTA-derived 120/h."""
-    def classify(grown: list[MetricSample]) -> tuple[Severity, float, str]:
-        s = grown[0]
-        confidence = 0.8 if s.note in ("wrap", "saturated") else 0.95
-        return Severity.MAJOR, confidence, _increase(s, "h", 3600, f", limit {SYMBOL_ERRORS_PER_HOUR}/h")
+    """symbol_error increased: major when the count shows a rate above the IBTA-derived 120/h (exact Poisson
+    test at RATE_LIMIT_ALPHA), minor when it is consistent with that limit."""
+    def classify(tested: list[_Tested]) -> tuple[Severity, float]:
+        confidence = 0.8 if tested[0].sample.note in ("wrap", "saturated") else 0.95
+        return (Severity.MAJOR if _serious(tested, frozenset()) else Severity.MINOR), confidence
 
     return _counter_rule(hc, samples, "rdma-symbol-errors", ("phy.symbol_errors_uncorrected",), classify)
 
 
 PORT_ERRORS = ("rx.errors", "rx.remote_physical_errors", "link.integrity_errors", "rx.buffer_overrun",
                "tx.discards", "rx.discards_nobuf_port", "rdma.icrc_errors")
-# NVSentinel (telemetry.md e.2): fatal on any increase, or a non-fatal alert above a rate per second.
+# NVSentinel (telemetry.md e.2): fatal on any increase, or a non-fatal alert above a rate (RATE_LIMITS).
 _FATAL_PORT = frozenset({"link.integrity_errors", "rx.buffer_overrun"})
-_PORT_RATES = {"rx.errors": 10.0, "tx.discards": 100.0}
 
 
 def rdma_port_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
-    """Receive errors, integrity/overrun errors and discards that increased during the interval."""
-    def classify(grown: list[MetricSample]) -> tuple[Severity, float, str]:
-        major = any(s.metric in _FATAL_PORT or (s.rate or 0) > _PORT_RATES.get(s.metric, float("inf"))
-                    for s in grown)
-        return (Severity.MAJOR if major else Severity.MINOR), 0.9, ", ".join(_increase(s) for s in grown)
+    """Receive errors, integrity/overrun errors and discards that increased during the interval: major on a fatal
+    counter, or port_rcv_errors / port_xmit_discards above their limits (exact Poisson test); else minor."""
+    def classify(tested: list[_Tested]) -> tuple[Severity, float]:
+        return (Severity.MAJOR if _serious(tested, _FATAL_PORT) else Severity.MINOR), 0.9
 
     return _counter_rule(hc, samples, "rdma-port-errors", PORT_ERRORS, classify)
 
@@ -324,17 +400,15 @@ TRANSPORT_ERRORS = ("rdma.out_of_sequence", "rdma.seq_err_nak", "rdma.implied_na
                     "rdma.rnr_retry_exceeded", "rdma.rnr_naks_received", "rdma.transport_retries_exceeded",
                     "rdma.remote_unreachable", "rdma.remote_impaired", "rdma.slow_restart")
 _FATAL_TRANSPORT = frozenset({"rdma.rnr_retry_exceeded", "rdma.transport_retries_exceeded"})
-_TRANSPORT_RATES = {"rdma.ack_timeout": 1.0, "rdma.slow_restart": 10.0}
 
 
 def rdma_transport_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
-    """RDMA transport counters that increased: minor; major when a QP hit its retry limit or rates pass e.2."""
-    def classify(grown: list[MetricSample]) -> tuple[Severity, float, str]:
-        major = any(s.metric in _FATAL_TRANSPORT or (s.rate or 0) > _TRANSPORT_RATES.get(s.metric, float("inf"))
-                    for s in grown)
+    """RDMA transport counters that increased: minor; major when a QP hit its retry limit, or ACK timeouts or
+    slow restarts show a rate above their e.2 limits (exact Poisson test)."""
+    def classify(tested: list[_Tested]) -> tuple[Severity, float]:
+        major = _serious(tested, _FATAL_TRANSPORT)
         # Often caused by the far end (a crashed rank, a congested path), hence the lower confidence.
-        return (Severity.MAJOR if major else Severity.MINOR), (0.8 if major else 0.6), ", ".join(
-            _increase(s) for s in grown)
+        return (Severity.MAJOR if major else Severity.MINOR), (0.8 if major else 0.6)
 
     return _counter_rule(hc, samples, "rdma-transport-errors", TRANSPORT_ERRORS, classify)
 

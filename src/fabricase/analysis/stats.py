@@ -1,7 +1,8 @@
 """Pure fleet statistics: robust count baselines, exact upper-tail tests, robust z-scores, Benjamini-Hochberg.
 
 Everything is vectorized over one group of comparable components (numpy arrays in, numpy arrays out) and
-deterministic. The method is described in docs/fleet-statistics.md.
+deterministic. The method is described in docs/fleet-statistics.md. Besides the fleet, one scalar test: a count
+against a fixed rate limit (exceeds_rate_limit), for the rules that quote one.
 
 Counts are events over an exposure (seconds, or gigabytes moved). Under the null hypothesis a component's
 count is Poisson (or, when the fleet is overdispersed, negative binomial) with mean = fleet rate x exposure,
@@ -11,6 +12,7 @@ outliers (iterative trimming), so one bad port can neither hide itself nor mask 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,6 +20,7 @@ from scipy import special as _sp  # scipy.special, not scipy.stats: 0.25 s to im
 
 __all__ = [
     "PSEUDO_COUNT",
+    "RATE_LIMIT_ALPHA",
     "TRIM_ALPHA",
     "TRIM_ROUNDS",
     "CountTest",
@@ -25,10 +28,12 @@ __all__ = [
     "count_pvalues",
     "count_test",
     "dispersion",
+    "exceeds_rate_limit",
     "expected_false_alarms",
     "negbin_upper_pvalues",
     "overdispersed",
     "poisson_upper_pvalues",
+    "rate_limit_pvalue",
     "robust_baseline",
     "robust_subset",
     "normal_upper_tail",
@@ -39,6 +44,9 @@ PSEUDO_COUNT = 0.5  # added to the pooled count so that an all-zero fleet has a 
 TRIM_ALPHA = 0.05  # components with a within-group BH q below this are left out of the baseline
 TRIM_ROUNDS = 3
 DISPERSION_TEST_P = 0.01  # Pearson chi-square dispersion test level that switches Poisson -> negative binomial
+# False-alarm level of the fixed-limit rules (120 symbol errors an hour, ...): a port whose true rate is exactly at
+# the limit is called above it once in a thousand captures; a port below the limit, less often still.
+RATE_LIMIT_ALPHA = 0.001
 
 
 def _arrays(counts: Sequence[float] | np.ndarray, exposure: Sequence[float] | np.ndarray) -> tuple[np.ndarray, ...]:
@@ -111,6 +119,29 @@ def poisson_upper_pvalues(counts, exposure, *, leave_one_out: bool = True,
 def _poisson_sf(k: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """P(X > k) for X ~ Poisson(mu): the regularized lower incomplete gamma P(k + 1, mu) (= poisson.sf)."""
     return np.where(k < 0, 1.0, _sp.pdtrc(np.maximum(k, 0), mu))
+
+
+def rate_limit_pvalue(count: float, interval_s: float, limit_per_s: float) -> float:
+    """P(X >= count), X ~ Poisson(limit_per_s x interval_s): how likely so many events are in the interval from a
+    component whose true rate is exactly the limit (= scipy.stats.poisson.sf(count - 1, mu)). Count 0 has p = 1."""
+    if not math.isfinite(interval_s) or interval_s <= 0:
+        raise ValueError(f"interval must be positive and finite, got {interval_s!r}")
+    if not math.isfinite(limit_per_s) or limit_per_s < 0:
+        raise ValueError(f"limit must be non-negative and finite, got {limit_per_s!r}")
+    if not math.isfinite(count) or count < 0:
+        raise ValueError(f"count must be non-negative and finite, got {count!r}")
+    if count <= 0:
+        return 1.0
+    return float(_sp.pdtrc(math.ceil(count) - 1, limit_per_s * interval_s))
+
+
+def exceeds_rate_limit(count: float, interval_s: float, limit_per_s: float,
+                       alpha: float = RATE_LIMIT_ALPHA) -> tuple[bool, float]:
+    """(above, p): the exact one-sided Poisson test of "the true rate is at most limit_per_s" against `count`
+    events in `interval_s` seconds; above when p <= alpha. A point estimate over the limit is not enough: one
+    symbol error in 17 s is 212/h, yet p = 0.43 against 120/h."""
+    p = rate_limit_pvalue(count, interval_s, limit_per_s)
+    return p <= alpha, p
 
 
 def _nbinom_sf(k: np.ndarray, size: np.ndarray, p: np.ndarray) -> np.ndarray:

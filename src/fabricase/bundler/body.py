@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from fabricase.errors import BundleError
 from fabricase.models import TicketDraft
@@ -136,38 +136,68 @@ def _note(limit: int, cut: tuple[str, int, int] | None, omitted: list[str], full
     return f"(Cut to the desk's {limit}-character limit: left out {what}. The full text is in the bundle: {full_text}.)"
 
 
-def _prefix(sections: list[tuple[str, str]], budget: int) -> tuple[list[str], tuple[str, int, int] | None, list[str]]:
-    """The most important sections that fit `budget`, the last one cut at a line; and what was left out."""
-    kept: list[str] = []
-    used = 0
-    for i, (title, text) in enumerate(sections):
+def _select(parts: list[tuple[str, str]], budget: int, priority: Sequence[int],
+            whole: Callable[[str], bool]) -> tuple[dict[int, str], tuple[str, int, int] | None, list[str]]:
+    """The sections that fit `budget`, taken in `priority` order: {index: text}, the cut (title, lines kept,
+    lines) of the one section cut at a line, and the titles left out (in body order).
+
+    A `whole` section is kept whole or left out, and once one is left out so are the whole sections after it
+    (suspect 6 is not kept without suspect 5); any other section that does not fit is cut at a line and ends
+    the selection."""
+    kept: dict[int, str] = {}
+    used, cut, stopped, whole_stopped = 0, None, False, False
+    for i in priority:
+        title, text = parts[i]
         sep = len(SECTION_SEP) if kept else 0
-        if used + sep + len(text) <= budget:
-            kept.append(text)
-            used += sep + len(text)
+        if stopped:
             continue
-        cut = _cut_section(text, budget - used - sep)
-        rest = [t for t, _ in sections[i + 1 :]]
-        if cut is None:
-            return kept, None, [title, *rest]
-        kept.append(cut[0])
-        return kept, (title, cut[1], cut[2]), rest
-    return kept, None, []
+        if whole(title):
+            if not whole_stopped and used + sep + len(text) <= budget:
+                kept[i], used = text, used + sep + len(text)
+            else:
+                whole_stopped = True
+            continue
+        if used + sep + len(text) <= budget:
+            kept[i], used = text, used + sep + len(text)
+            continue
+        stopped = True
+        part = _cut_section(text, budget - used - sep)
+        if part is not None:
+            kept[i] = part[0]
+            cut = (title, part[1], part[2])
+    omitted = [title for i, (title, _) in enumerate(parts) if i not in kept]
+    return kept, cut, omitted
 
 
-def fit_body(sections: Sequence[tuple[str, str]], limit: int, *, full_text: str = "ticket.md") -> str:
-    """The ticket body from (title, text) sections, most important first, in at most `limit` characters
-    (Python str length: what the desks' APIs count). Sections are joined by one blank line; when they do not
-    all fit, the body ends with one line naming what was left out and where the full text is."""
+def _prefix(sections: list[tuple[str, str]], budget: int, priority: Sequence[int] | None = None,
+            whole: Callable[[str], bool] = lambda title: False) -> tuple[list[str], tuple[str, int, int] | None,
+                                                                       list[str]]:
+    """The sections that fit `budget` (the most important first, `priority`; default the order given), in the
+    body's order, the one cut at a line, and what was left out."""
+    order = list(range(len(sections))) if priority is None else list(priority)
+    kept, cut, omitted = _select(sections, budget, order, whole)
+    return [kept[i] for i in sorted(kept)], cut, omitted
+
+
+def fit_body(sections: Sequence[tuple[str, str]], limit: int, *, full_text: str = "ticket.md",
+             priority: Sequence[int] | None = None, whole: Callable[[str], bool] = lambda title: False) -> str:
+    """The ticket body from (title, text) sections in at most `limit` characters (Python str length: what the
+    desks' APIs count). Sections are joined by one blank line; when they do not all fit, the most important
+    ones are kept (`priority`: indexes into `sections`, most important first; default: the order given), in
+    their order in the body, and the body ends with one line naming what was left out and where the full text
+    is. A section whose title `whole` accepts is never cut inside: kept whole or left out."""
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise BundleError(f"a body limit must be an integer, not {limit!r}")
     parts = [(title, _trim(text)) for title, text in sections if text.strip()]
-    whole = SECTION_SEP.join(text for _, text in parts)
-    if len(whole) <= limit:
-        return whole
+    full = SECTION_SEP.join(text for _, text in parts)
+    if len(full) <= limit:
+        return full
     reserve = 0
+    if priority is not None:  # indexes into `sections`; the empty ones were dropped from `parts`
+        index = [i for i, (_, text) in enumerate(sections) if text.strip()]
+        priority = [index.index(i) for i in priority if i in index]
     for _ in range(8):  # the note names what it leaves out, so its length depends on the cut: settle it
-        kept, cut, omitted = _prefix(parts, limit - reserve - len(SECTION_SEP))
+        kept, cut, omitted = _prefix(parts, limit - reserve - len(SECTION_SEP), priority, whole)
         note = _note(limit, cut, omitted, full_text)
         if len(note) <= reserve:
             break
@@ -175,7 +205,7 @@ def fit_body(sections: Sequence[tuple[str, str]], limit: int, *, full_text: str 
     body = SECTION_SEP.join([*kept, note])
     if len(body) > limit:  # a very small limit: the short note, and what fits beside it
         note = f"(Cut to {limit} characters; full text: {full_text}.)"
-        kept = _prefix(parts, limit - len(note) - len(SECTION_SEP))[0]
+        kept = _prefix(parts, limit - len(note) - len(SECTION_SEP), priority, whole)[0]
         body = SECTION_SEP.join([*kept, note])
     if len(body) > limit:
         raise BundleError(f"a {limit}-character body cannot hold even the note saying the ticket was cut")
@@ -186,20 +216,32 @@ def fit_body(sections: Sequence[tuple[str, str]], limit: int, *, full_text: str 
 
 
 # When a ticket body must be cut to a desk's length, what the provider's engineer must read even if nothing else
-# fits comes right after the summary: what we ask for, and the bundle that proves it.
-_KEEP_FIRST = ("requested action", "references")
+# fits comes first: the summary, the impact, what we ask for and the bundle that proves it; then the suspects,
+# each whole, most severe first; then what was ruled out (no other section says it), then the rest (the hosts,
+# whose ids the suspects already carry, and the timeline) in the body's order. The fitted body keeps the body's
+# order: only the choice of what stays follows this ranking.
+_KEEP_FIRST = ("impact", "requested action", "references")
+_AFTER_SUSPECTS = ("ruled out",)
+
+
+def _ticket_priority(sections: Sequence[tuple[str, str]], is_suspect: Callable[[str], bool]) -> list[int]:
+    titles = [t.strip().lower() for t, _ in sections]
+    first = [0] + [i for i, t in enumerate(titles) if i and t.startswith(_KEEP_FIRST)]
+    first += [i for i, (t, _) in enumerate(sections) if i not in first and is_suspect(t)]
+    first += [i for i, t in enumerate(titles) if i not in first and t.startswith(_AFTER_SUSPECTS)]
+    return first + [i for i in range(len(sections)) if i not in first]
 
 
 def fit_ticket(draft: TicketDraft, desk: str) -> TicketDraft:
-    """The draft with its body fitted to the desk's length limit (fit_body, sections reordered so the requested
-    action and references come first when something must go); unchanged when it fits. The full text is always
-    in the bundle's ticket.md."""
+    """The draft with its body fitted to the desk's length limit (fit_body): the summary, impact, requested
+    action and references are kept first, then whole suspect sections (never cut inside one), then the rest;
+    unchanged when it fits. The full text is always in the bundle's ticket.md."""
     from fabricase.bundler.limits import desk_limits
+    from fabricase.templates.suspects import is_suspect_section
 
     limit = desk_limits(desk).body_max_chars
     if limit is None or len(draft.body) <= limit:
         return draft
     sections = markdown_sections(draft.body)
-    first = [sec for sec in sections[1:] if sec[0].strip().lower().startswith(_KEEP_FIRST)]
-    ordered = sections[:1] + first + [sec for sec in sections[1:] if sec not in first]
-    return dataclasses.replace(draft, body=fit_body(ordered, limit))
+    priority = _ticket_priority(sections, is_suspect_section)
+    return dataclasses.replace(draft, body=fit_body(sections, limit, priority=priority, whole=is_suspect_section))

@@ -1,5 +1,6 @@
-"""`summary.json`, the summary attachment (findings, topology, counters, timeline), fitted to a desk's per-file
-limit: the least important detail goes first, and the document says what went."""
+"""`summary.json`, the summary attachment (suspects, background, findings, topology, counters, timeline), fitted
+to a desk's per-file limit: the least important detail goes first, and the document says what went. The
+suspects (every owner's: the provider's are the ticket's, the others are the user's to act on) go last."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricase.errors import BundleError
 from fabricase.models import Finding, Placement, Severity
+
+if TYPE_CHECKING:
+    from fabricase.diagnosis import Diagnosis
 
 __all__ = ["SUMMARY_NAME", "FittedSummary", "SummaryInput", "fit_summary"]
 
@@ -25,7 +29,8 @@ class SummaryInput:
     """What the summary attachment says. hosts: `escalate.host_summaries` records (host, status, reason,
     identity); timeline: entries with `at` and `what` (templates.timeline) or (at, what) pairs; counters:
     rows of the suspect components' key counters against the fleet (host, component, metric, value, fleet
-    baseline, unit, ...), None when the findings' evidence (value and baseline) is all there is."""
+    baseline, unit, ...), None when the findings' evidence (value and baseline) is all there is. diagnosis:
+    the capture's suspects and background (pipeline.diagnose_capture); None: diagnosed from the findings."""
 
     title: str
     symptom: str
@@ -38,6 +43,7 @@ class SummaryInput:
     counters: Sequence[Mapping[str, Any]] | None = None
     bundle_id: str | None = None
     escalation_id: str | None = None
+    diagnosis: Diagnosis | None = None
 
 
 @dataclass(frozen=True)
@@ -58,10 +64,12 @@ class _Cut:
     timeline: int | None = None
     counters: int | None = None
     findings: int | None = None
+    suspects: int | None = None
 
 
 # What the summary says it left out, in the order it is left out (fit_summary's ladder).
-_DROP_ORDER = ("info", "evidence", "others", "text", "identity", "timeline", "counters", "findings", "rows")
+_DROP_ORDER = ("info", "evidence", "others", "text", "identity", "timeline", "counters", "findings", "rows",
+               "suspects")
 
 
 class _Dropped:
@@ -117,8 +125,21 @@ def _timeline_doc(entries: Sequence[Any], cut: _Cut, dropped: _Dropped) -> list[
     return rows[:head] + rows[len(rows) - (keep - head):]
 
 
-def _summary_doc(s: SummaryInput, cut: _Cut) -> dict[str, Any]:
+def _short_all(value: Any, dropped: _Dropped) -> Any:
+    """Every text inside a JSON value shortened (`_Dropped.short`)."""
+    if isinstance(value, dict):
+        return {k: _short_all(v, dropped) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short_all(v, dropped) for v in value]
+    return dropped.short(value)
+
+
+def _summary_doc(s: SummaryInput, cut: _Cut, diagnosis: Mapping[str, Any]) -> dict[str, Any]:
     dropped = _Dropped(cut.text)
+    suspect_docs = list(diagnosis.get("suspects", ()))
+    if cut.suspects is not None and len(suspect_docs) > cut.suspects:
+        dropped.add("suspects", len(suspect_docs) - cut.suspects, "least severe suspects")
+        suspect_docs = suspect_docs[: cut.suspects]
     findings = ranked = sorted(s.findings, key=lambda f: f.sort_key)
     if not cut.info:
         dropped.add("info", sum(f.severity == Severity.INFO for f in findings), "info findings")
@@ -129,7 +150,8 @@ def _summary_doc(s: SummaryInput, cut: _Cut) -> dict[str, Any]:
     docs = [_finding_doc(f, cut, dropped) for f in findings]
     shared = {f.component for f in findings if f.host is None}
     suspects = {f.host for f in findings if f.host} | {p.host for p in s.placements if shared & set(p.topology)}
-    hosts = sorted(s.hosts, key=lambda h: h["host"])
+    suspects |= {h for d in diagnosis.get("suspects", ()) for h in ([d["host"]] if d.get("host") else d["hosts"])}
+    hosts = sorted((_host_dict(h) for h in s.hosts), key=lambda h: h["host"])
     statuses: dict[str, int] = {}
     for h in hosts:
         statuses[str(h["status"])] = statuses.get(str(h["status"]), 0) + 1
@@ -171,13 +193,31 @@ def _summary_doc(s: SummaryInput, cut: _Cut) -> dict[str, Any]:
             "suspects": [host_doc(h, True) for h in hosts if h["host"] in suspects],
             "others": [host_doc(h, False) for h in others] if cut.others else [],
         },
+        "verdict": diagnosis.get("verdict"),
+        "suspects": [_short_all(d, dropped) for d in suspect_docs],
+        "background": [_short_all(b, dropped) for b in diagnosis.get("background", ())],
         "findings": docs,
         "topology": [_placement_doc(p) for p in placements],
         "counters": [{k: dropped.short(v) for k, v in r.items()} for r in counters],
         "timeline": timeline,
         "full_data": "the bundle: findings.json (every finding with all its evidence), capture/ (every counter)",
+        "findings_total": len(ranked),
     }
     return {**doc, "complete": not dropped.counts, "dropped": dropped.lines()}
+
+
+def _host_dict(h: Any) -> Mapping[str, Any]:
+    """A host summary (models.HostSummary or its dict) as a dict."""
+    return h.to_dict() if hasattr(h, "to_dict") else h
+
+
+def _diagnosis_doc(s: SummaryInput) -> dict[str, Any]:
+    """The diagnosis as JSON (Diagnosis.to_dict), diagnosed from the findings when the input has none."""
+    if s.diagnosis is not None:
+        return s.diagnosis.to_dict()
+    from fabricase.templates.suspects import diagnosis_of
+
+    return diagnosis_of(list(s.findings), [_host_dict(h) for h in s.hosts], list(s.placements)).to_dict()
 
 
 def _encode(doc: dict[str, Any]) -> bytes:
@@ -198,14 +238,16 @@ def _largest(upper: int, fits: Callable[[int], bool]) -> int | None:
 def fit_summary(summary: SummaryInput, limit_bytes: int | None, *, evidence: int = EVIDENCE_KEPT) -> FittedSummary:
     """summary.json in at most `limit_bytes` (None: no limit). Detail goes in this order until it fits: info
     findings, evidence beyond the first `evidence` of each finding, hosts without a finding, long texts, the
-    middle of the timeline, counter rows, the lowest-ranked findings. `dropped` (also in the document) says
-    what went. Deterministic: the same input and limit give the same bytes."""
+    middle of the timeline, counter rows, the lowest-ranked findings, and last the least severe suspects.
+    `dropped` (also in the document) says what went. Deterministic: the same input and limit give the same
+    bytes."""
 
     if limit_bytes is not None and (isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int)):
         raise BundleError(f"a summary limit must be a number of bytes, not {limit_bytes!r}")
+    diagnosis = _diagnosis_doc(summary)  # once: every rung of the ladder renders the same suspects
 
     def encoded(cut: _Cut) -> tuple[bytes, list[str]]:
-        doc = _summary_doc(summary, cut)
+        doc = _summary_doc(summary, cut, diagnosis)
         return _encode(doc), doc["dropped"]
 
     def fits(cut: _Cut) -> bool:
@@ -219,7 +261,7 @@ def fit_summary(summary: SummaryInput, limit_bytes: int | None, *, evidence: int
             return FittedSummary(*encoded(cut))
     base = steps[-1]
     for name, upper in (("timeline", len(summary.timeline)), ("counters", len(summary.counters or ())),
-                        ("findings", len(summary.findings))):
+                        ("findings", len(summary.findings)), ("suspects", len(diagnosis.get("suspects", ())))):
         k = _largest(upper, lambda n, name=name, base=base: fits(_replace(base, **{name: n})))
         if k is not None:
             return FittedSummary(*encoded(_replace(base, **{name: k})))

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from fabricase.cli.app import EXIT_PARTIAL, capture_from_targets, cli, paths, target_options
-from fabricase.cli.output import emit_json, err_console, hosts_json, out_console, print_findings, print_hosts
+from fabricase.cli.output import emit_json, err_console, hosts_json, markup_safe, out_console, print_hosts
+from fabricase.cli.screen import diagnosis_json, print_diagnosis
 from fabricase.errors import ParseError, VerifyError
 from fabricase.models import HostStatus, Severity
 
@@ -36,6 +37,18 @@ def _placements(capture, source: str, inventory: Path | None):
         raise
 
 
+_findings_option = click.option("--findings", "show_findings", is_flag=True,
+                                help="Also print the raw findings behind the suspects, one row each.")
+
+
+def _diagnose(capture, placements):
+    """Findings and the diagnosis built from them (pipeline.diagnose_capture), topology from the placements."""
+    from fabricase.pipeline import diagnose_capture
+    from fabricase.placements import topology_of
+
+    return diagnose_capture(capture, topology_of(placements), placements)
+
+
 _pseudonymize_option = click.option(
     "--pseudonymize", is_flag=True,
     help="Also replace host names, IP addresses, MACs, InfiniBand GUIDs/GIDs and user names with consistent "
@@ -49,9 +62,11 @@ _pseudonymize_option = click.option(
 @click.option("--inventory", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Static inventory JSON ({\"hosts\": {host: {\"switch\", \"rack\"}}}): where the hosts sit, "
                    "stored in the capture as placements.json.")
+@_findings_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def collect(out_dir, inventory, as_json, **target):
-    """Capture counters, logs and identity from the hosts into a capture directory (nothing else)."""
+def collect(out_dir, inventory, show_findings, as_json, **target):
+    """Capture counters, logs and identity from the hosts into a capture directory, then diagnose it (topology
+    from --inventory, else the config directory's inventory.json) and print the suspects."""
     from fabricase.capturedir import write_placements
     from fabricase.placements import inventory_placements
 
@@ -64,13 +79,17 @@ def collect(out_dir, inventory, as_json, **target):
     if inventory is not None:
         stored = write_placements(capture.root, inventory_placements(inventory, [h.host for h in capture.hosts]))
     ok = sum(h.status == HostStatus.OK for h in capture.hosts)
+    placements, _ = _placements(capture, str(capture.root), None)
+    analysis = _diagnose(capture, placements)
     if as_json:
         emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture),
-                   "placements": str(stored) if stored else None})
+                   "placements": str(stored) if stored else None,
+                   "findings": [f.to_dict() for f in analysis.findings], **diagnosis_json(analysis.diagnosis)})
     else:
         print_hosts(capture)
         if stored:
-            out_console.print(f"Placements stored in {stored}", soft_wrap=True)
+            out_console.print(f"Placements stored in {markup_safe(stored)}", soft_wrap=True)
+        print_diagnosis(analysis.diagnosis, analysis.findings, show_findings=show_findings)
     if ok == 0:
         raise click.exceptions.Exit(1)
     if ok < len(capture.hosts):
@@ -86,30 +105,32 @@ _inventory_option = click.option(
 @cli.command()
 @click.argument("source", metavar="DIR|BUNDLE")
 @_inventory_option
-@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
-def analyze(source, inventory, as_json):
-    """Analyze a capture directory or bundle offline and print the findings.
+@_findings_option
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the verdict, suspects, background and raw findings as JSON on stdout.")
+def analyze(source, inventory, show_findings, as_json):
+    """Analyze a capture directory or bundle offline and print the diagnosis: a verdict line, one line per
+    suspect (what to repair, with the key number against the fleet and the action) and the background.
 
     Topology (which hosts share a switch, rack or network node) comes from --inventory, else from the
     placements stored in the capture, else from the config directory's inventory.json. With --inventory on a
     directory, its placements are stored in the capture for later analyses and bundles."""
-    from fabricase.pipeline import analyze_capture
-    from fabricase.placements import store_placements, topology_of
+    from fabricase.placements import store_placements
 
     capture = _load(source)
     placements, topology = _placements(capture, source, inventory)
     if inventory is not None and Path(source).is_dir():
         topology = store_placements(capture, placements, topology)
-    findings = analyze_capture(capture, topology_of(placements))
+    analysis = _diagnose(capture, placements)
     if as_json:
         emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture), "topology": topology.to_dict(),
-                   "findings": [f.to_dict() for f in findings]})
+                   "findings": [f.to_dict() for f in analysis.findings], **diagnosis_json(analysis.diagnosis)})
     else:
         print_hosts(capture)
-        out_console.print(topology.describe(), soft_wrap=True)
-        print_findings(findings)
+        out_console.print(markup_safe(topology.describe()), soft_wrap=True)
+        print_diagnosis(analysis.diagnosis, analysis.findings, show_findings=show_findings)
     if topology.warning:
-        err_console.print(f"warning: {topology.warning}", style="yellow", highlight=False, soft_wrap=True)
+        err_console.print(f"warning: {markup_safe(topology.warning)}", style="yellow", highlight=False, soft_wrap=True)
 
 
 @cli.command()
@@ -126,24 +147,22 @@ def bundle(source, out, provider, symptom, pseudonymize, as_json):
 
     The same capture and options give the same bytes; with --pseudonymize, the pseudonym key is kept by the
     tracker for this capture, so rebuilding gives the same bytes too."""
-    from fabricase.escalate import build_bundle_for, bundle_scope, make_draft, make_redactor, worst_severity
-    from fabricase.pipeline import analyze_capture
-    from fabricase.placements import topology_of
+    from fabricase.escalate import build_bundle_for, bundle_scope, make_draft, make_redactor, severity_of
     from fabricase.tracker.store import Tracker
 
     capture = _load(source)
     placements, _ = _placements(capture, source, None)
-    samples: dict = {}
-    findings = analyze_capture(capture, topology_of(placements), samples_out=samples)
-    draft = make_draft(capture, findings, provider=provider, symptom=symptom,
-                       severity=worst_severity(findings), placements=placements, bundle_id=None,
-                       escalation_id=None)
+    analysis = _diagnose(capture, placements)
+    draft = make_draft(capture, analysis.findings, provider=provider, symptom=symptom,
+                       severity=severity_of(analysis.diagnosis), placements=placements, bundle_id=None,
+                       escalation_id=None, diagnosis=analysis.diagnosis)
     key = None
     if pseudonymize:
         with Tracker.open(paths()) as keys:
             key = keys.pseudonym_key(bundle_scope(capture))
-    b = build_bundle_for(capture, findings, draft, out, placements=placements, samples=samples, symptom=symptom,
-                         redactor=make_redactor(capture, pseudonymize=pseudonymize, key=key))
+    b = build_bundle_for(capture, analysis.findings, draft, out, placements=placements, samples=analysis.samples,
+                         symptom=symptom, redactor=make_redactor(capture, pseudonymize=pseudonymize, key=key),
+                         diagnosis=analysis.diagnosis)
     if as_json:
         emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size})
     else:
@@ -201,17 +220,20 @@ def join(parts, out, as_json):
 @click.option("--severity", type=_SEVERITIES, default=None, help="Override the severity.")
 @click.option("--json", "as_json", is_flag=True, help="Print the draft as JSON.")
 def draft(source, provider, symptom, severity, as_json):
-    """Render the provider ticket for a capture or bundle without filing anything."""
-    from fabricase.escalate import make_draft, worst_severity
-    from fabricase.pipeline import analyze_capture
-    from fabricase.placements import topology_of
+    """Render the provider ticket for a capture or bundle without filing anything: exactly the text filing would
+    send (redacted, and fitted to the desk's length limit), less the bundle id that filing adds."""
+    from fabricase.escalate import desk_of, fit_draft, make_draft, make_redactor, redact_draft, severity_of
 
     capture = _load(source)
     placements, _ = _placements(capture, source, None)
-    findings = analyze_capture(capture, topology_of(placements))
-    d = make_draft(capture, findings, provider=provider, symptom=symptom,
-                   severity=Severity(severity) if severity else worst_severity(findings), placements=placements,
-                   bundle_id=None, escalation_id=None)
+    analysis = _diagnose(capture, placements)
+    desk = desk_of(provider, paths())
+    # As open renders it: a static provider filing to Jira or Zendesk gets that desk's ticket.
+    rendered_for = desk if provider == "static" and desk != "outbox" else provider
+    d = make_draft(capture, analysis.findings, provider=rendered_for, symptom=symptom,
+                   severity=Severity(severity) if severity else severity_of(analysis.diagnosis),
+                   placements=placements, bundle_id=None, escalation_id=None, diagnosis=analysis.diagnosis)
+    d = fit_draft(redact_draft(d, make_redactor(capture)), desk)
     if as_json:
         emit_json({"provider": d.provider, "title": d.title, "body": d.body, "severity": str(d.severity),
                    "hosts": d.hosts, "components": d.components})
@@ -229,10 +251,11 @@ def draft(source, provider, symptom, severity, as_json):
 @_pseudonymize_option
 @click.option("--force", is_flag=True,
               help="File even when an open escalation already covers these hosts, instances or switches.")
+@_findings_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def open_(symptom, provider, severity, dry_run, pseudonymize, force, as_json, **target):
+def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findings, as_json, **target):
     """Capture, analyze, bundle, draft, file and track one escalation."""
-    from fabricase.escalate import open_escalation
+    from fabricase.flow import open_escalation
 
     capture = capture_from_targets(target, None, quiet=as_json)
     if not any(h.status == HostStatus.OK for h in capture.hosts) and not as_json:
@@ -253,16 +276,19 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, as_json, **
             "capture_dir": str(result.capture.root),
             "hosts": hosts_json(result.capture),
             "findings": [f.to_dict() for f in result.findings],
+            **diagnosis_json(result.diagnosis),
             "requests": [r.to_dict() for r in result.requests],
             "timings_s": result.timings,
         })
         return
     print_hosts(result.capture)
-    print_findings(result.findings)
-    out_console.print(f"Bundle      {result.bundle.path}\n  id        {result.bundle.bundle_id}", soft_wrap=True)
-    out_console.print(f"Ticket      {result.ticket_path}", soft_wrap=True)
+    diagnosis = result.diagnosis or _diagnose(result.capture, result.placements).diagnosis
+    print_diagnosis(diagnosis, result.findings, show_findings=show_findings)
+    out_console.print(f"Bundle      {markup_safe(result.bundle.path)}\n  id        {result.bundle.bundle_id}",
+                      soft_wrap=True)
+    out_console.print(f"Ticket      {markup_safe(result.ticket_path)}", soft_wrap=True)
     if esc:
-        out_console.print(f"Escalation  {esc.id} ({esc.state}, {provider} case {esc.provider_case_id})")
+        out_console.print(f"Escalation  {esc.id} ({esc.state}, {provider} case {markup_safe(esc.provider_case_id)})")
     else:
         out_console.print("Dry run: nothing filed or tracked. Filing would send:")
         for n, r in enumerate(result.requests, 1):

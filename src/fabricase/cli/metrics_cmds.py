@@ -11,7 +11,7 @@ import click
 
 from fabricase.cli.app import capture_from_targets, cli, paths, target_options
 from fabricase.cli.capture_cmds import _inventory_option, _load, _placements
-from fabricase.cli.output import emit_json, err_console, hosts_json, out_console
+from fabricase.cli.output import emit_json, err_console, hosts_json, markup_safe, out_console
 from fabricase.errors import CaptureInterrupted, FabricaseError, TrackerError
 from fabricase.models import Capture, HostStatus
 
@@ -43,17 +43,18 @@ def _escalations(enabled: bool):
 def _export(capture: Capture, source: str, inventory: Path | None, out_dir: Path, escalations: bool) -> dict:
     """Analyze one capture and write its textfile; what was written, for --json and the round line."""
     from fabricase.metrics import FamiliesCollector, capture_families, exported_samples, registry_of, write_textfile
-    from fabricase.pipeline import analyze_capture
+    from fabricase.pipeline import diagnose_capture
     from fabricase.placements import topology_of
 
     placements, _ = _placements(capture, source, inventory)
-    findings = analyze_capture(capture, topology_of(placements))
-    metric_families = capture_families(capture, findings, exported_samples(capture), placements,
-                                       _escalations(escalations))
+    analysis = diagnose_capture(capture, topology_of(placements), placements)
+    metric_families = capture_families(capture, analysis.findings, exported_samples(capture), placements,
+                                       _escalations(escalations), diagnosis=analysis.diagnosis)
     path = write_textfile(out_dir, registry_of(FamiliesCollector(metric_families)))
     return {"textfile": str(path), "capture_dir": str(capture.root), "created_at": capture.created_at,
             "families": len(metric_families), "series": sum(len(f.samples) for f in metric_families),
-            "findings": len(findings), "hosts": hosts_json(capture), "_families": metric_families}
+            "findings": len(analysis.findings), "suspects": len(analysis.diagnosis.suspects),
+            "verdict": analysis.diagnosis.verdict_line, "hosts": hosts_json(capture), "_families": metric_families}
 
 
 def _public(result: dict) -> dict:
@@ -73,8 +74,9 @@ def export(source, out_dir, inventory, escalations, as_json):
     if as_json:
         emit_json(_public(result))
     else:
-        out_console.print(f"Wrote {result['series']} series ({result['families']} metrics, {result['findings']} "
-                          f"finding(s)) to {result['textfile']}", soft_wrap=True)
+        out_console.print(f"Wrote {result['series']} series ({result['families']} metrics, {result['suspects']} "
+                          f"suspect(s), {result['findings']} finding(s)) to {markup_safe(result['textfile'])}",
+                          soft_wrap=True)
 
 
 def _sleep(seconds: float) -> None:
@@ -124,8 +126,9 @@ def watch(ctx, period_s, out_dir, listen, count, inventory, escalations, as_json
         if as_json:
             click.echo(json.dumps({"round": n, **_public(result)}, sort_keys=True, default=str))
         else:
-            out_console.print(f"round {n}: {ok}/{len(result['hosts'])} host(s), {result['findings']} finding(s), "
-                              f"{result['series']} series -> {result['textfile']}", soft_wrap=True)
+            out_console.print(f"round {n}: {ok}/{len(result['hosts'])} host(s), {result['suspects']} suspect(s), "
+                              f"{result['findings']} finding(s), {result['series']} series -> "
+                              f"{markup_safe(result['textfile'])}", soft_wrap=True)
 
     def warn(n: int, exc: FabricaseError) -> None:
         err_console.print(f"warning: round {n} failed: {exc}", style="yellow", highlight=False, soft_wrap=True)

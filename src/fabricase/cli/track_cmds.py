@@ -261,14 +261,14 @@ def attach(escalation_id, files, source, pseudonymize, note, as_json):
         esc = tracker.get(escalation_id)
         files = list(files)
         if source is not None:
-            from fabricase.escalate import evidence_bundle
+            from fabricase.flow import attach_capture
             from fabricase.pipeline import load_input
 
-            bundle, findings = evidence_bundle(load_input(Path(source)), paths(), esc, pseudonymize=pseudonymize)
+            bundle, analysis = attach_capture(load_input(Path(source)), paths(), esc, pseudonymize=pseudonymize)
             files.insert(0, bundle.path)
-            serious = [f for f in findings if str(f.severity) in ("critical", "major")]
-            found = f"{len(serious)} major or critical finding(s)" + (
-                f", first: {serious[0].summary}" if serious else "")
+            suspects = analysis.diagnosis.for_owner("provider")
+            found = analysis.diagnosis.verdict_line + (
+                f"; first: {suspects[0].name}: {suspects[0].verdict_text}" if suspects else "")
             note = (note + "\n\n" if note else "") + f"New evidence, bundle {bundle.bundle_id}: {found}."
         result = filing.attach(tracker, _provider(esc.provider), esc.id, files, note)
     _report(result, as_json, f"{result.escalation.id}: {len(files)} file(s) attached to "

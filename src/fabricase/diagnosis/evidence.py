@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from fabricase.diagnosis.naming import fmt_number
 from fabricase.models import Evidence, Finding, MetricSample
 
-__all__ = ["FleetIndex", "evidence_lines"]
+__all__ = ["FleetIndex", "evidence_lines", "key_number"]
 
 MAX_LINES = 5
 _NOUN = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
@@ -55,6 +55,11 @@ def _per_second(rate: float) -> str:
 
 
 def _line(f: Finding, ev: Evidence, fleet: FleetIndex) -> str | None:
+    if ev.metric.endswith(".p_limit") and isinstance(ev.value, int | float):
+        # The exact Poisson test of a counter against a fixed limit (symbol errors against 120/h, ...).
+        level = f" at false-alarm level {fmt_number(ev.baseline)}" if isinstance(ev.baseline, int | float) else ""
+        name = ev.metric.removesuffix(".p_limit").removeprefix("raw:")
+        return f"{name} above its limit: exact Poisson p = {ev.value:.2g}{level}"
     metric = _base_metric(ev.metric)
     family = f.component.split(":", 1)[0]
     short = metric.removeprefix("raw:")
@@ -79,11 +84,38 @@ def _line(f: Finding, ev: Evidence, fleet: FleetIndex) -> str | None:
     return f"{short} {value}{unit}"
 
 
+def _shared_line(f: Finding) -> str | None:
+    """`6 of 8 hosts below it flagged (0.75 expected by chance; 9 of 128 in the fleet)`."""
+    ev = {e.metric: e for e in f.evidence}
+    flagged, under = ev.get("flagged_under"), ev.get("hosts_under")
+    if flagged is None or not isinstance(flagged.value, int | float):
+        return None
+    line = f"{fmt_number(flagged.value)}"
+    if under is not None and isinstance(under.value, int | float):
+        line += f" of {fmt_number(under.value)}"
+    line += " hosts below it flagged"
+    extra = []
+    if isinstance(flagged.baseline, int | float):
+        extra.append(f"{fmt_number(flagged.baseline)} expected by chance")
+    fleet, size = ev.get("flagged_fleet"), ev.get("fleet_size")
+    if fleet is not None and size is not None and fleet.value is not None and size.value is not None:
+        extra.append(f"{fmt_number(fleet.value)} of {fmt_number(size.value)} in the fleet")
+    return line + (f" ({'; '.join(extra)})" if extra else "")
+
+
 def evidence_lines(findings: Sequence[Finding], fleet: FleetIndex) -> list[str]:
-    """Up to five lines from the suspect's findings, strongest first; one line per metric."""
+    """Up to five lines from the suspect's findings, strongest first; one line per metric, and the strongest
+    q-value last."""
     out: list[str] = []
     seen: set[str] = set()
+    q_line: str | None = None
     for f in findings:
+        if f.q_value is not None and q_line is None:
+            q_line = f"q = {f.q_value:.2g} ({f.kind}; confidence {fmt_number(f.confidence)})"
+        if f.kind == "shared-component-fault" and (line := _shared_line(f)) and "shared" not in seen:
+            seen.add("shared")
+            out.append(line)
+            continue
         for ev in f.evidence:
             metric = _base_metric(ev.metric)
             if metric in seen or ev.metric.endswith((".robust_z", ".q_value")) or ev.metric.startswith("fleet."):
@@ -92,8 +124,34 @@ def evidence_lines(findings: Sequence[Finding], fleet: FleetIndex) -> list[str]:
             if line:
                 seen.add(metric)
                 out.append(line)
-            if len(out) >= MAX_LINES:
-                return out
-        if f.q_value is not None and not any(line.startswith("q = ") for line in out) and len(out) < MAX_LINES:
-            out.append(f"q = {f.q_value:.2g} ({f.kind}; confidence {fmt_number(f.confidence)})")
-    return out
+    room = MAX_LINES - (1 if q_line else 0)
+    return out[:room] + ([q_line] if q_line else [])
+
+
+def _leaf(metric: str) -> str:
+    """`ack_timeout` of `rdma.ack_timeout`; a generic last word keeps its prefix (`rx.errors`)."""
+    head, _, last = metric.removeprefix("raw:").rpartition(".")
+    return f"{head.rsplit('.', 1)[-1]}.{last}" if head and last in ("errors", "discards", "drops", "p3") else last
+
+
+def key_number(findings: Sequence[Finding], fleet: FleetIndex) -> str:
+    """The one number a terminal line shows, short: `ack_timeout 12/s, fleet p99 0/s` or `speed_gbps 200 Gb/s
+    (expected 400)`; "" when no finding has a number."""
+    for f in findings:
+        for ev in f.evidence:
+            if ev.metric.endswith((".robust_z", ".q_value", ".p_limit", ".rate")) or ev.metric.startswith("fleet."):
+                continue
+            metric = _base_metric(ev.metric)
+            own = fleet.own.get((f.host or "", f.component, metric)) if f.host else None
+            if own is not None and own.rate is not None and ev.metric.endswith(".delta"):
+                dist = fleet.distribution(metric, f.component.split(":", 1)[0])
+                tail = f", fleet p99 {_per_second(dist[1])}" if dist else ""
+                return f"{_leaf(metric)} {_per_second(own.rate)}{tail}"
+            if isinstance(ev.value, int | float) and not isinstance(ev.value, bool):
+                unit = f" {ev.unit}" if ev.unit and ev.unit not in ("state", "flag", "config", "events") else ""
+                base = f" (expected {fmt_number(ev.baseline)})" if isinstance(ev.baseline, int | float) else ""
+                return f"{_leaf(metric)} {fmt_number(ev.value)}{unit}{base}"
+            if isinstance(ev.value, str) and ev.value:
+                base = f" (expected {ev.baseline})" if ev.baseline not in (None, "") else ""
+                return f"{_leaf(metric)} {ev.value}{base}"
+    return ""

@@ -6,21 +6,30 @@ analysis.analyze), so nothing is read twice."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from fabricase.analysis._items import HostItems
 from fabricase.diagnosis.models import HostHardware
+from fabricase.errors import CaptureError
 from fabricase.models import HostCapture
 from fabricase.parsers.ethtool import parse_ethtool_driver, split_sections
 from fabricase.parsers.nvidia_smi import normalize_pci
 
-__all__ = ["host_hardware", "pci_key"]
+__all__ = ["host_hardware", "normalize_guid", "pci_key"]
 
 IB = "/sys/class/infiniband/"
 NET = "/sys/class/net/"
 _PORT = re.compile(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/")
 _SLOT = re.compile(r"^PCI_SLOT_NAME=(\S+)", re.M)
+_MAC = re.compile(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}")
+# `ip -s -d link`: "4: eth0: <...>" starts an interface, "    link/ether 0c:42:a1:00:00:02 brd ..." gives its MAC.
+_IP_HEADER = re.compile(r"^\d+:\s+([^\s:@]+)(?:@\S*?)?:\s+<", re.M)
+_IP_ETHER = re.compile(r"^\s+link/ether\s+(\S+)", re.M)
+_GUID = re.compile(r"(?:0x)?([0-9a-fA-F]{16})|([0-9a-fA-F]{4}):([0-9a-fA-F]{4}):([0-9a-fA-F]{4}):([0-9a-fA-F]{4})")
 _IDENTITY_KEYS = ("board_asset_tag", "product_name", "product_serial", "physical_host_name", "hostname")
+# Lines a hostile or truncated capture may leave: nothing a netdev or device name could be.
+_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
 def pci_key(address: str | None) -> str | None:
@@ -32,64 +41,103 @@ def pci_key(address: str | None) -> str | None:
     return norm if "." in norm.rsplit(":", 1)[-1] else norm + ".0"
 
 
+def normalize_guid(text: str | None) -> str | None:
+    """A node or port GUID as InfiniBand tools print it (`0xa088c20300da6300`), from sysfs's `a088:c203:00da:6300`
+    or an `ibstat`-style `0x...`; None when it is not one (or is all zeros: no GUID)."""
+    m = _GUID.fullmatch((text or "").strip())
+    if not m:
+        return None
+    digits = (m.group(1) or "".join(m.groups()[1:])).lower()
+    return None if int(digits, 16) == 0 else "0x" + digits
+
+
 def _first_line(text: str | None) -> str | None:
-    value = (text or "").strip().splitlines()[0].strip() if (text or "").strip() else ""
-    return value or None
+    lines = (text or "").strip().splitlines()
+    return (lines[0].strip() or None) if lines else None
 
 
 def _port_guid(gid: str | None) -> str | None:
-    """The port GUID is the interface id (low 64 bits) of an InfiniBand port's GID 0."""
-    gid = _first_line(gid)
-    if not gid or gid.count(":") != 7:
+    """The port GUID is the interface id (low 64 bits) of an InfiniBand port's GID 0. sysfs writes GIDs as 8 groups
+    of 4 hex digits; a compressed IPv6 form is read too."""
+    try:
+        packed = ipaddress.IPv6Address(_first_line(gid) or "").packed
+    except ValueError:
         return None
-    return "0x" + "".join(gid.split(":")[4:]).lower()
+    return normalize_guid(packed[8:].hex())
+
+
+def _mac(text: str | None) -> str | None:
+    value = _first_line(text)
+    if not value or not _MAC.fullmatch(value) or value.replace(":", "").strip("0") == "":
+        return None
+    return value.lower()
 
 
 def _rdma(hw: HostHardware, items: HostItems) -> None:
     devices: dict[str, dict[str, str]] = {}
+    # String slicing, not a regex per source: a host has a hundred or more counter files per port.
     for source in items.sources(IB):
-        m = _PORT.match(source)
-        if m:
-            dev, port = m.group(1), m.group(2)
-            hw.ports.setdefault(f"{dev}/{port}", {"rdma": f"{dev}/{port}"})
-        else:
-            dev = source[len(IB):].split("/", 1)[0]
-        devices.setdefault(dev, {})
+        dev, _, tail = source[len(IB):].partition("/")
+        if dev not in devices:
+            devices[dev] = {}
+        if tail.startswith("ports/"):
+            port, sep, _ = tail[6:].partition("/")
+            if sep and port.isdigit() and f"{dev}/{port}" not in hw.ports:
+                hw.ports[f"{dev}/{port}"] = {}
     for dev, facts in devices.items():
         slot = _SLOT.search(items.text(f"{IB}{dev}/device/uevent") or "")
         if slot and (pci := pci_key(slot.group(1))):
             facts["pci"] = pci
             hw.pci.setdefault(pci, ("rdma", dev))
-        for name in ("node_guid", "fw_ver", "hca_type", "board_id"):
+        if guid := normalize_guid(_first_line(items.text(f"{IB}{dev}/node_guid"))):
+            facts["node_guid"] = guid
+        for name, key in (("fw_ver", "firmware"), ("hca_type", "hca_type"), ("board_id", "board_id")):
             if value := _first_line(items.text(f"{IB}{dev}/{name}")):
-                facts[name] = value
+                facts[key] = value
     for name, facts in hw.ports.items():
         dev, port = name.split("/")
         base = f"{IB}{dev}/ports/{port}/"
         facts.update(devices.get(dev, {}))
         if layer := _first_line(items.text(base + "link_layer")):
             facts["link_layer"] = layer
+        # RoCE: the GID table's netdev. The first readable entry: unused entries fail to read or are empty.
         ndevs = (_first_line(items.text(f"{base}gid_attrs/ndevs/{i}")) for i in range(4))
-        if netdev := next((n for n in ndevs if n and "/" not in n and " " not in n), None):
+        if netdev := next((n for n in ndevs if n and _NAME.fullmatch(n)), None):
             facts["netdev"] = netdev
             hw.netdevs.setdefault(netdev, {})["rdma"] = name
         if facts.get("link_layer", "").lower() == "infiniband" and (guid := _port_guid(items.text(base + "gids/0"))):
             facts["port_guid"] = guid
 
 
+def _ip_link_macs(text: str | None) -> dict[str, str]:
+    """{interface: MAC} from `ip -s -d link`, for hosts whose capture has no /sys/class/net/<if>/address."""
+    out: dict[str, str] = {}
+    headers = list(_IP_HEADER.finditer(text or ""))
+    for header, following in zip(headers, [*headers[1:], None], strict=True):
+        block = (text or "")[header.end():following.start() if following else None]
+        if (m := _IP_ETHER.search(block)) and (mac := _mac(m.group(1))):
+            out.setdefault(header.group(1), mac)
+    return out
+
+
 def _netdevs(hw: HostHardware, items: HostItems) -> None:
-    drivers = split_sections(items.text("cmd:ethtool-driver"))[0]
-    for name, text in drivers.items():
+    for name, text in split_sections(items.text("cmd:ethtool-driver"))[0].items():
+        name = name.strip()
+        if not _NAME.fullmatch(name):
+            continue
         info = parse_ethtool_driver(text)
         facts = hw.netdevs.setdefault(name, {})
         if pci := pci_key(info.bus_info):
             facts["pci"] = pci
             hw.pci.setdefault(pci, ("netdev", name))
-        for key in ("driver", "firmware_version"):
-            if value := getattr(info, key):
-                facts[key] = value
+        if info.driver:
+            facts["driver"] = info.driver
+        if info.firmware_version:
+            facts["firmware"] = info.firmware_version
+    _link_by_pci(hw)
+    macs = _ip_link_macs(items.text("cmd:ip-link"))
     for name, facts in hw.netdevs.items():
-        if mac := _first_line(items.text(f"{NET}{name}/address")):
+        if mac := _mac(items.text(f"{NET}{name}/address")) or macs.get(name):
             facts["mac"] = mac
         if rdma := facts.get("rdma"):
             port = hw.ports.get(rdma, {})
@@ -100,16 +148,48 @@ def _netdevs(hw: HostHardware, items: HostItems) -> None:
                 facts.setdefault("pci", port["pci"])
 
 
-def _gpus(hw: HostHardware, hc: HostCapture) -> None:
+def _link_by_pci(hw: HostHardware) -> None:
+    """A netdev and a one-port RDMA device on the same PCI function are one NIC port, where the GID table did not
+    say so (InfiniBand's IPoIB netdevs, a capture without gid_attrs)."""
+    by_pci: dict[str, list[str]] = {}
+    for name, facts in hw.netdevs.items():
+        if facts.get("pci"):
+            by_pci.setdefault(facts["pci"], []).append(name)
+    linked = {facts.get("netdev") for facts in hw.ports.values()}
+    for pci, names in by_pci.items():
+        owner = hw.pci.get(pci)
+        if len(names) != 1 or owner is None or owner[0] != "rdma" or names[0] in linked:
+            continue
+        ports = [p for p in hw.ports if p.split("/")[0] == owner[1]]
+        if len(ports) == 1 and "netdev" not in hw.ports[ports[0]]:
+            hw.ports[ports[0]]["netdev"] = names[0]
+            hw.netdevs[names[0]].setdefault("rdma", ports[0])
+
+
+def _gpus(hw: HostHardware, items: HostItems) -> None:
     from fabricase.analysis.gpu import nvidia_smi_report
 
-    report, _ = nvidia_smi_report(HostItems(hc))
+    report, _ = nvidia_smi_report(items)
     for gpu in report.gpus if report else ():
-        facts = {k: v for k, v in (("serial", gpu.serial), ("uuid", gpu.uuid), ("name", gpu.name)) if v}
+        facts = {k: v for k, v in (("serial", gpu.serial), ("uuid", gpu.uuid), ("model", gpu.name)) if v}
         if pci := pci_key(gpu.bus_id):
             facts["pci"] = pci
             hw.pci[pci] = ("gpu", str(gpu.index))
         hw.gpus[str(gpu.index)] = facts
+
+
+def _identity(hc: HostCapture) -> dict[str, str]:
+    from fabricase.parsers.identity import host_identity
+    from fabricase.providers.identity import cloud_of
+
+    identity = host_identity(hc)
+    out = {k: str(identity[k]).strip() for k in _IDENTITY_KEYS if str(identity.get(k) or "").strip()}
+    provider, instance_id = cloud_of(identity)
+    if provider:
+        out["provider"] = provider
+    if instance_id:
+        out["instance_id"] = instance_id
+    return out
 
 
 def host_hardware(hc: HostCapture) -> HostHardware:
@@ -119,11 +199,14 @@ def host_hardware(hc: HostCapture) -> HostHardware:
     if not hc.items:
         return hw
     items = HostItems(hc)
-    _rdma(hw, items)
-    _netdevs(hw, items)
-    _gpus(hw, hc)
-    from fabricase.parsers.identity import host_identity
-
-    identity = host_identity(hc)
-    hw.identity = {k: str(identity[k]) for k in _IDENTITY_KEYS if identity.get(k) not in (None, "")}
+    # Each part on its own: a garbled nvidia-smi XML must not cost the NIC aliases, nor an unreadable item the rest.
+    for read in (lambda: _rdma(hw, items), lambda: _netdevs(hw, items), lambda: _gpus(hw, items)):
+        try:
+            read()
+        except (CaptureError, ValueError, LookupError, TypeError, AttributeError):
+            continue
+    try:
+        hw.identity = _identity(hc)
+    except (CaptureError, ValueError, LookupError, TypeError, AttributeError, OSError):
+        hw.identity = {}
     return hw

@@ -21,7 +21,7 @@ class Suspect:
 
     id: str  # stable across runs of the same capture: a hash of host, unit and owner
     host: str | None  # None for a shared component
-    unit: str  # "nic-port" | "nic" | "gpu" | "nvswitch" | "fabric-manager" | "imex" | "host" | "shared"
+    unit: str  # "nic-port" | "nic" | "gpu" | "pcie-device" | "nvswitch" | "fabric-manager" | "imex" | "host" | "shared"
     components: list[str]  # the primary name first, then its aliases: rdma:mlx5_3/1, netdev:ens4np0, pcie:...
     verdict: str  # a verdicts.VERDICTS key, e.g. "bad-link"
     verdict_text: str  # the verdict in a fabric engineer's words: "bad link (cable, optic or switch port)"
@@ -31,7 +31,8 @@ class Suspect:
     owner: Owner
     action: str  # what we ask the owner to do, in the owner's terms
     evidence: list[str]  # three to five lines a person reads, each against the fleet
-    identity: dict[str, str]  # what the owner needs to find the part: PCI address, GUIDs, MAC, serial, instance id
+    identity: dict[str, str]  # what the owner needs to find the part: instance_id, pci, node_guid, port_guid, netdev,
+    # mac, serial, uuid, ... (docs/diagnosis.md lists every key)
     findings: list[str]  # ids of the findings behind it (diagnosis.finding_id), strongest first
     key_number: str = ""  # the one number a terminal line shows: "symbol_error 40 in 5 s (fleet p99 0)"
     hosts: list[str] = field(default_factory=list)  # a shared component: the hosts below it that it hurts
@@ -89,10 +90,12 @@ class HostOutcome:
 class HostHardware:
     """One host's components and their aliases, read while its items are read for analysis.
 
-    ports: RDMA port (`mlx5_3/1`) -> facts (netdev, pci, node_guid, port_guid, mac, fw, hca_type, link_layer).
-    netdevs: netdev (`ens4np0`) -> facts (rdma, pci, mac, driver, firmware). gpus: index (str) -> facts (pci,
-    serial, uuid, name). pci: normalized PCI address (`0000:4d:00.0`) -> ("rdma", "mlx5_3") / ("netdev", ...) /
-    ("gpu", "3") / ("nvswitch", ...). identity: host facts the provider needs (instance id, serial, ...)."""
+    ports: RDMA port (`mlx5_3/1`) -> facts (netdev, pci, node_guid, port_guid, mac, firmware, hca_type, board_id,
+    link_layer). netdevs: netdev (`ens4np0`) -> facts (rdma, pci, mac, driver, firmware). gpus: index (str) ->
+    facts (pci, serial, uuid, model). pci: normalized PCI address (`0000:4d:00.0`) -> ("rdma", "mlx5_3") /
+    ("netdev", "ens4np0") / ("gpu", "3"). GUIDs read `0xa088c20300da6300`. identity: host facts the provider needs
+    (instance_id and provider from DMI, board_asset_tag, product_name, product_serial, physical_host_name,
+    hostname)."""
 
     host: str
     ports: dict[str, dict[str, str]] = field(default_factory=dict)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from fabricase.diagnosis.models import Background, Diagnosis, Suspect
 
-__all__ = ["background_text", "component_words", "fmt_number", "plural", "suspect_name", "verdict_line"]
+__all__ = ["background_text", "component_words", "fmt_number", "part_words", "plural", "suspect_name", "verdict_line"]
 
 _NOUN = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
 
@@ -34,12 +34,23 @@ def fmt_number(x: float | int | None) -> str:
     return f"{x:.2g}"
 
 
-def component_words(components: list[str]) -> str:
-    """`mlx5_5/1 (ens6np0)` for a port, `GPU 3` for a GPU, `switch:leaf-3` for a shared component."""
+_SHARED_WORDS = {"switch": "switch", "rack": "rack", "network-node": "network node", "block": "block",
+                 "subblock": "sub-block"}
+_UNIT_NOUN = {"nic-port": "NIC port", "nic": "NIC", "pcie-device": "PCI device", "nvswitch": "NVSwitch"}
+
+
+def _by_family(components: list[str]) -> dict[str, str]:
     by_family: dict[str, str] = {}
     for c in components:
         family, _, name = c.partition(":")
         by_family.setdefault(family, name)
+    return by_family
+
+
+def component_words(components: list[str], unit: str | None = None) -> str:
+    """`mlx5_5/1 (ens6np0)` for a port, `GPU 3` for a GPU (`GPU at 0000:5d:00.0` when only its PCI address is
+    known), `switch leaf-3` for a shared component."""
+    by_family = _by_family(components)
     if "rdma" in by_family:
         netdev = by_family.get("netdev")
         return by_family["rdma"] + (f" ({netdev})" if netdev else "")
@@ -47,16 +58,39 @@ def component_words(components: list[str]) -> str:
         return by_family["netdev"]
     if "gpu" in by_family:
         return f"GPU {by_family['gpu']}"
+    if unit == "gpu" and "pcie" in by_family:
+        return f"GPU at {by_family['pcie']}"
     if "nvlink" in by_family:
         return f"NVLink {by_family['nvlink']}"
     first = components[0] if components else "host"
-    return f"PCI device {first.removeprefix('pcie:')}" if first.startswith("pcie:") else first
+    family, _, name = first.partition(":")
+    if family in _SHARED_WORDS and name:
+        return f"{_SHARED_WORDS[family]} {name}"
+    if family == "nvswitch" and name:
+        return f"NVSwitch {name}"
+    if family == "pcie":
+        return f"PCI device {name}"
+    return {"fabric-manager": "fabric manager", "imex": "IMEX"}.get(first, first)
+
+
+def part_words(components: list[str], unit: str) -> str:
+    """The part without its host, with its noun: `NIC port mlx5_5/1 (ens6np0)`, `GPU 3`, `the fabric manager`,
+    `switch leaf-3`; `the host` for a host as a whole."""
+    if unit == "host":
+        return "the host"
+    if unit == "fabric-manager":
+        return "the fabric manager"
+    what = component_words(components, unit)
+    noun = _UNIT_NOUN.get(unit)
+    if noun and not what.startswith(noun):
+        return f"{noun} {what}"
+    return what
 
 
 def suspect_name(s: Suspect) -> str:
     if s.host is None:
-        return s.components[0] if s.components else "shared component"
-    what = component_words(s.components)
+        return component_words(s.components[:1]) if s.components else "shared component"
+    what = component_words(s.components, s.unit)
     if s.unit == "host" or what == "host":
         return s.host
     return f"{s.host} {what}"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from fabricase.models import Finding
 
-__all__ = ["KIND_VERDICTS", "VERDICTS", "Verdict", "verdict_of"]
+__all__ = ["ACTION_FIELDS", "COMPUTED_KINDS", "KIND_VERDICTS", "VERDICTS", "Verdict", "priority", "verdict_of"]
 
 
 @dataclass(frozen=True)
@@ -17,17 +17,25 @@ class Verdict:
     name: str
     text: str  # in a fabric engineer's words
     owner: str  # provider | operator | application
-    action: str  # what we ask for; {where} is the part, {host} the host, {switch} a shared component
+    # What we ask for. Fields: {where} the part and its host ("NIC port mlx5_3/1 (eth3) on gpu003"; the host alone
+    # for a host suspect; the component for a shared one), {part} the part alone ("GPU 4"), {nic} the NIC a port
+    # belongs to ("NIC mlx5_3 (eth3) on gpu003"), {host} the host (for a shared suspect: the hosts below it),
+    # {below} the hosts below a shared suspect ("the host" for a host's own), {what} and {value} a drifting
+    # setting and the fleet's value.
+    action: str
     title: str  # the ticket title's phrase: "{title} on gpu003 mlx5_5/1 (ens6np0)"
 
 
-_NVLINK = "Repair the NVLinks of {where} (or replace the GPU baseboard of {host})."
+ACTION_FIELDS = ("where", "part", "nic", "host", "below", "what", "value")
+
+_NVLINK = "Repair the NVLinks of {where}, or replace the host's GPU baseboard."
 _CABLE = "Inspect or replace the cable or optic between {where} and its switch port, and check that switch port."
-_RETURN_GPU = "Repair or replace {where} (or the host {host})."
+_RETURN_GPU = "Repair or replace {where}."
 
 # In priority order: when a suspect has findings of several verdicts, the first of this list names it.
 VERDICTS: dict[str, Verdict] = {v.name: v for v in (
-    Verdict("gpu-off-bus", "GPU fell off the bus", "provider", _RETURN_GPU, "GPU fell off the bus"),
+    Verdict("gpu-off-bus", "GPU fell off the bus", "provider",
+            "Repair or replace {where}: it fell off the bus.", "GPU fell off the bus"),
     Verdict("host-unreachable", "host could not be inspected", "operator",
             "Check that {host} is up and reachable, then capture it again.", "host could not be inspected"),
     Verdict("link-down", "link down", "provider",
@@ -35,34 +43,31 @@ VERDICTS: dict[str, Verdict] = {v.name: v for v in (
     Verdict("link-flapping", "link flapping", "provider", _CABLE, "link flapping"),
     Verdict("bad-link", "bad link (cable, optic or switch port)", "provider", _CABLE, "link errors"),
     Verdict("speed-downshift", "speed downshift", "provider",
-            "Reseat or replace the cable or optic of {where}, which trained below its peers' speed.",
+            "Reseat or replace the cable or optic of {where}: it trained below its peers' speed.",
             "speed downshift"),
     Verdict("nic-fault", "NIC firmware or hardware fault", "provider",
-            "Return {where} (firmware health or hardware error), or repair the host {host}.", "NIC fault"),
+            "Return {nic}: its firmware or hardware reported a fatal error.", "NIC fault"),
     Verdict("pcie-degraded", "PCIe link degraded", "provider",
             "Reseat or replace {where}, or its riser or slot: its PCIe link is degraded.",
             "PCIe link degraded"),
     Verdict("gpu-memory-errors", "GPU memory errors", "provider", _RETURN_GPU, "GPU memory errors"),
-    Verdict("nvlink-down", "NVLink down", "provider", _NVLINK,
-            "NVLink down"),
-    Verdict("nvlink-errors", "NVLink errors", "provider", _NVLINK,
-            "NVLink errors"),
+    Verdict("nvlink-down", "NVLink down", "provider", _NVLINK, "NVLink down"),
+    Verdict("nvlink-errors", "NVLink errors", "provider", _NVLINK, "NVLink errors"),
     Verdict("gpu-fabric-not-ready", "GPU fabric not ready", "provider",
-            "Check the NVSwitch fabric of {host}: {where} did not complete fabric registration.",
+            "Check the NVSwitch fabric of {host}: {part} did not complete fabric registration.",
             "GPU fabric not ready"),
     Verdict("gpu-fault", "GPU fault", "provider", _RETURN_GPU, "GPU fault"),
-    Verdict("nvswitch-errors", "NVSwitch errors", "provider",
-            "Repair or replace the NVSwitch {where}.", "NVSwitch errors"),
+    Verdict("nvswitch-errors", "NVSwitch errors", "provider", "Repair or replace {where}.", "NVSwitch errors"),
     Verdict("fabric-manager-down", "fabric manager down", "operator",
-            "Start nvidia-fabricmanager on {host} (its NVSwitches are registered but it is not active).",
-            "fabric manager down"),
+            "Start nvidia-fabricmanager on {host}: its NVSwitches are registered but the fabric manager is not "
+            "active.", "fabric manager down"),
     Verdict("imex-down", "IMEX domain not healthy", "operator",
-            "Check the IMEX daemon and its peers on {host}.", "IMEX not healthy"),
+            "Check the IMEX daemon of {host} and its peers.", "IMEX not healthy"),
     Verdict("switch-fault", "shared switch or network fault", "provider",
-            "Check {where}: its ports and the links down to the affected hosts.", "errors under one switch"),
+            "Check {where}: its ports and the links down to {below}.", "errors under one switch"),
     Verdict("pfc-storm-source", "PFC storm source", "provider",
-            "Check {where}: it sends PFC pause most of the time (stuck receive path or a "
-            "switch port that cannot drain it).", "PFC storm"),
+            "Check {where}: it sends PFC pause frames most of the time (a stuck receive path or NIC), pausing "
+            "the switch ports above it.", "PFC storm"),
     Verdict("congestion-victim", "congestion victim", "operator",
             "Look for the congestion source upstream of {where}: it is paused, not the cause.", "congestion"),
     Verdict("rdma-transport-errors", "RDMA transport errors", "provider",
@@ -79,7 +84,7 @@ VERDICTS: dict[str, Verdict] = {v.name: v for v in (
             "Check the job's ranks on {host}: a collective timed out there (often waiting for a broken rank).",
             "collective timeout"),
     Verdict("application-error", "application error", "application",
-            "Check the job on {host}: {where} reported an application fault (not hardware).",
+            "Check the job running on {host}: {part} reported an application fault, not a hardware one.",
             "application error"),
     Verdict("perf-test-failed", "perf test failed", "operator",
             "Check the perf tools and their set-up on {host}: the test could not run.", "perf test failed"),
@@ -101,14 +106,19 @@ KIND_VERDICTS: dict[str, str] = {
     "nvswitch-sxid": "nvswitch-errors", "nvswitch-fm-errors": "nvswitch-errors",
     "fabric-manager-down": "fabric-manager-down", "imex-unhealthy": "imex-down",
     "shared-component-fault": "switch-fault",
-    "pfc-storm": "pfc-storm-source",
+    "pfc-storm": "pfc-storm-source",  # when it sent pause; one that only received it: congestion-victim
     "rdma-transport-errors": "rdma-transport-errors", "nccl-nic-errors": "rdma-transport-errors",
     "nccl-busbw-low": "low-bandwidth", "nccl-busbw-collapse": "low-bandwidth", "rdma-bw-low": "low-bandwidth",
     "rdma-bw-outlier": "low-bandwidth", "tcp-throughput-low": "low-bandwidth",
     "nccl-wrong-results": "wrong-results", "nccl-timeout": "collective-timeout",
     "perf-test-failed": "perf-test-failed",
     "config-drift": "configuration-drift",
+    # Minor or info only (never a suspect's lead on their own), listed so that every kind has a verdict.
+    "nic-discards": "congestion-victim", "rdma-counter-saturated": "bad-link",
 }
+
+# Kinds whose verdict depends on the finding, not the kind alone (verdict_of): docs/diagnosis.md explains each.
+COMPUTED_KINDS = ("nvidia-xid", "fleet-outlier", "congestion-outlier", "pfc-storm")
 
 # Xid codes (NVIDIA's catalog) by what they say about the GPU. Any other code: gpu-fault.
 _XID_VERDICTS: dict[int, str] = {
@@ -147,9 +157,11 @@ def verdict_of(f: Finding) -> str:
     if f.kind in ("fleet-outlier",):
         metrics = [ev.metric.split(".delta")[0].split(".count")[0] for ev in f.evidence if ev.metric]
         return _metric_verdict(metrics[0]) if metrics else "bad-link"
-    if f.kind == "congestion-outlier":
-        sent = any(".tx_pause" in ev.metric for ev in f.evidence)
-        return "pfc-storm-source" if sent else "congestion-victim"
+    if f.kind in ("congestion-outlier", "pfc-storm"):
+        # The port that sends pause (or trips the NIC's pause-storm watchdog) is the source; one that only
+        # receives it is a victim of congestion further on.
+        sent = any(".tx_pause" in ev.metric or "pause_storm" in ev.metric for ev in f.evidence)
+        return "pfc-storm-source" if sent or (f.kind == "pfc-storm" and not f.evidence) else "congestion-victim"
     return KIND_VERDICTS.get(f.kind, "bad-link" if f.component.startswith(("rdma:", "netdev:")) else "gpu-fault")
 
 

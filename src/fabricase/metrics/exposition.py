@@ -12,12 +12,16 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from fabricase.metrics.names import METRICS, MetricDef, metric_def
 from fabricase.models import Capture, Finding, HostStatus, MetricSample, Placement, Severity
+
+if TYPE_CHECKING:
+    from fabricase.diagnosis import Diagnosis
 
 __all__ = [
     "COUNTERS",
@@ -34,6 +38,7 @@ __all__ = [
     "is_exported",
     "registry_of",
     "sample_series",
+    "suspect_series",
 ]
 
 PRIORITIES = range(8)
@@ -286,6 +291,16 @@ def finding_series(findings: Iterable[Finding]) -> Series:
     return out
 
 
+def suspect_series(diagnosis: Diagnosis) -> Series:
+    """One series per suspect (docs/diagnosis.md): host (empty for a shared component), its primary component,
+    verdict, owner and severity. What an alert on "something to repair" reads, instead of raw findings."""
+    out = Series()
+    for s in diagnosis.suspects:
+        out.set("fabricase_suspect", 1, host=s.host or "", component=s.components[0] if s.components else s.unit,
+                verdict=s.verdict, owner=s.owner, severity=str(s.severity))
+    return out
+
+
 def escalation_series(tracked: Iterable, now: datetime) -> Series:
     """Open escalations (the tracker's overview(state="open"), tracker.records.Tracked) per provider and state,
     the age of each provider's oldest, and how many are stale."""
@@ -339,9 +354,12 @@ def exported_samples(capture: Capture) -> Iterator[MetricSample]:
 
 
 def capture_families(capture: Capture, findings: Iterable[Finding], samples: Iterable[MetricSample],
-                     placements: Iterable[Placement] = (), escalations: Series | None = None) -> list[Metric]:
-    """Everything `fabricase export` writes for one capture."""
+                     placements: Iterable[Placement] = (), escalations: Series | None = None,
+                     diagnosis: Diagnosis | None = None) -> list[Metric]:
+    """Everything `fabricase export` writes for one capture (its suspects when given the diagnosis)."""
     series = capture_series(capture, placements).update(sample_series(samples)).update(finding_series(findings))
+    if diagnosis is not None:
+        series.update(suspect_series(diagnosis))
     if escalations is not None:
         series.update(escalations)
     return families(series)

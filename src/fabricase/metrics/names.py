@@ -3,7 +3,7 @@ dashboards and users' queries are written against (docs/metrics.md lists the sam
 
 A name may gain a label value, never lose or rename a label. Counters are listed by their exposed name
 (`..._total`). Every label has a bounded set of values: hosts, devices, ports, GPUs, links, finding kinds and
-components, catalog classes; never free text such as a finding's summary.
+components, verdicts, owners, catalog classes; never free text such as a finding's summary or an action.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ _NETDEV = ("host", "device")
 _NVLINK = ("host", "gpu", "link")
 _PERF = ("host", "device", "port", "test")
 _FINDING = ("kind", "severity", "host", "component")
+_SUSPECT = ("host", "component", "verdict", "owner", "severity")
 
 
 def _counter(base: str, labels: tuple[str, ...], what: str, unit: str) -> tuple[MetricDef, MetricDef]:
@@ -150,6 +151,10 @@ METRICS: tuple[MetricDef, ...] = (
               "1 per open finding (host empty for a shared component such as a switch)"),
     MetricDef("fabricase_finding_confidence", "gauge", "probability", _FINDING,
               "Calibrated confidence of a finding, where it has one"),
+    # diagnosis
+    MetricDef("fabricase_suspect", "gauge", "1", _SUSPECT,
+              "1 per suspect: the thing to repair or reconfigure (component: its primary name), its verdict, who "
+              "owns the repair and its severity (host empty for a shared component such as a switch)"),
     # escalations (tracker)
     MetricDef("fabricase_escalations_open", "gauge", "escalations", ("provider", "state"),
               "Open escalations by provider and state"),

@@ -14,7 +14,8 @@ from fabricase.analysis import sort_findings
 from fabricase.models import Finding
 from fabricase.report.rates import ComponentRates, FleetMetric, MetricRate, family
 
-__all__ = ["MAX_SUSPECTS", "METRICS_PER_SUSPECT", "Plot", "Suspect", "fmt_rate", "suspects"]
+__all__ = ["FULL", "MAX_SUSPECTS", "METRICS_PER_SUSPECT", "MINI", "Frame", "Plot", "Suspect", "fmt_rate", "plot",
+           "suspects"]
 
 MAX_SUSPECTS = 24
 METRICS_PER_SUSPECT = 3
@@ -25,6 +26,31 @@ BAR_TOP, BAR_BASE = 24, 84
 BOX_Y, BOX_H = 90, 12
 TICK_Y = 120
 BINS = 40
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where a plot's parts sit, in SVG units. `label_px`: the width of one character of a tick label; a tick
+    whose label would touch the last one goes unlabelled (0: label every tick)."""
+
+    width: int
+    height: int
+    zero_x0: int
+    zero_x1: int
+    x0: int
+    x1: int
+    bar_top: int
+    bar_base: int
+    box_y: int
+    box_h: int
+    tick_y: int
+    label_px: float = 0.0
+    bins: int = BINS
+
+
+FULL = Frame(WIDTH, HEIGHT, ZERO_X0, ZERO_X1, X0, X1, BAR_TOP, BAR_BASE, BOX_Y, BOX_H, TICK_Y)
+# A suspect card's plot: the same drawing, small enough that eight cards share the first screen.
+MINI = Frame(250, 50, 2, 16, 26, 242, 10, 32, 34, 5, 48, label_px=5.5, bins=30)
 
 
 def fmt_rate(value: float) -> str:
@@ -60,10 +86,21 @@ class Plot:
     box: tuple[float, ...] | None  # x of p5, p25, p50, p75, p95 of the moved ones
     mean_x: float | None
     marker_x: float
-    ticks: tuple[tuple[float, str], ...]
-    width: int = WIDTH
-    height: int = HEIGHT
-    geometry: tuple[int, ...] = (ZERO_X0, ZERO_X1, X0, X1, BAR_TOP, BAR_BASE, BOX_Y, BOX_H, TICK_Y)
+    ticks: tuple[tuple[float, str, str], ...]  # (x, label, text-anchor); label "" where there is no room
+    frame: Frame = FULL
+
+    @property
+    def width(self) -> int:
+        return self.frame.width
+
+    @property
+    def height(self) -> int:
+        return self.frame.height
+
+    @property
+    def geometry(self) -> tuple[int, ...]:
+        f = self.frame
+        return (f.zero_x0, f.zero_x1, f.x0, f.x1, f.bar_top, f.bar_base, f.box_y, f.box_h, f.tick_y)
 
     @property
     def box_width(self) -> float:
@@ -72,7 +109,7 @@ class Plot:
     @property
     def marker_head(self) -> str:
         """SVG path of the triangle above the suspect's line."""
-        return f"M{_r(self.marker_x - 5):g} {BAR_TOP - 10}h10l-5 6z"
+        return f"M{_r(self.marker_x - 5):g} {self.frame.bar_top - 10}h10l-5 6z"
 
 
 @dataclass(frozen=True)
@@ -102,32 +139,52 @@ def _percent(share: float) -> str:
     return f"{share * 100:.2g}%" if share < 0.1 else f"{share * 100:.0f}%"
 
 
-def plot(rate: MetricRate, fleet: FleetMetric) -> Plot:
-    """The fleet's distribution of one metric with one component's rate marked."""
+def _labelled(ticks: list[tuple[float, str]], frame: Frame) -> tuple[tuple[float, str, str], ...]:
+    """(x, label, text-anchor) per tick. A label near the right edge ends at its tick; with `frame.label_px`, a
+    label that would come within a few units of the last one shown (or of the `0` under the zero bar) is left
+    out."""
+    px = frame.label_px
+    out: list[tuple[float, str, str]] = []
+    right = (frame.zero_x0 + frame.zero_x1) / 2 + px / 2  # where the `0` label ends
+    for x, label in ticks:
+        anchor = "end" if x > frame.width - 16 else "middle"
+        left = x - px * len(label) if anchor == "end" else x - px * len(label) / 2
+        keep = px == 0 or left >= right + 4
+        out.append((x, label if keep else "", anchor))
+        if keep:
+            right = x if anchor == "end" else x + px * len(label) / 2
+    return tuple(out)
+
+
+def plot(rate: MetricRate, fleet: FleetMetric, frame: Frame = FULL) -> Plot:
+    """The fleet's distribution of one metric with one component's rate marked, drawn in `frame`."""
     values = fleet.values
     moved = [v for v in values if v > 0]
     points = moved + [rate.rate]
     lo = math.floor(math.log10(min(points)))
     hi = max(math.ceil(math.log10(max(points))), lo + 1)
+    x0, x1, bins = frame.x0, frame.x1, frame.bins
 
     def x(v: float) -> float:
-        return X0 + (math.log10(v) - lo) / (hi - lo) * (X1 - X0)
+        return x0 + (math.log10(v) - lo) / (hi - lo) * (x1 - x0)
 
-    counts = [0] * BINS
+    counts = [0] * bins
     for v in moved:
-        counts[min(int((math.log10(v) - lo) / (hi - lo) * BINS), BINS - 1)] += 1
+        counts[min(int((math.log10(v) - lo) / (hi - lo) * bins), bins - 1)] += 1
     zeros = len(values) - len(moved)
     tallest = max([zeros, *counts, 1])
+    base = frame.bar_base
 
     def height(count: int) -> float:  # square root: one outlier stays visible beside a thousand quiet ports
-        return 0.0 if count == 0 else max(_r((BAR_BASE - BAR_TOP) * math.sqrt(count / tallest)), 1.5)
+        return 0.0 if count == 0 else max(_r((base - frame.bar_top) * math.sqrt(count / tallest)), 1.5)
 
-    step = (X1 - X0) / BINS
-    bars = tuple(Bar(_r(X0 + i * step), _r(step - 1), _r(BAR_BASE - height(c)), height(c), c)
+    step = (x1 - x0) / bins
+    bars = tuple(Bar(_r(x0 + i * step), _r(step - 1), _r(base - height(c)), height(c), c)
                  for i, c in enumerate(counts) if c)
-    zero_bar = Bar(ZERO_X0, ZERO_X1 - ZERO_X0, _r(BAR_BASE - height(zeros)), height(zeros), zeros)
+    zero_bar = Bar(frame.zero_x0, frame.zero_x1 - frame.zero_x0, _r(base - height(zeros)), height(zeros), zeros)
     box = tuple(_r(x(_quantile(moved, q))) for q in (0.05, 0.25, 0.5, 0.75, 0.95)) if moved else None
     mean = fleet.mean
+    ticks = [(_r(x(10.0 ** e)), f"{10.0 ** e:g}/s") for e in range(lo, hi + 1)]
     return Plot(
         metric=rate.metric, unit=rate.unit, rate=fmt_rate(rate.rate), mean=fmt_rate(mean),
         median=fmt_rate(_quantile(values, 0.5)), p99=fmt_rate(_quantile(values, 0.99)), n=len(values), zeros=zeros,
@@ -135,7 +192,7 @@ def plot(rate: MetricRate, fleet: FleetMetric) -> Plot:
         ratio=f"{rate.ratio:.3g}" if rate.ratio is not None else None,
         zero_bar=zero_bar, bars=bars, box=box,
         mean_x=_r(x(mean)) if mean > 0 else None, marker_x=_r(x(rate.rate)),
-        ticks=tuple((_r(x(10.0 ** e)), f"{10.0 ** e:g}/s") for e in range(lo, hi + 1)),
+        ticks=_labelled(ticks, frame), frame=frame,
     )
 
 

@@ -1,10 +1,11 @@
-"""Render tickets and summaries from findings.
+"""Render tickets and summaries from the diagnosis: one section per suspect the desk's owner acts on
+(templates/suspects.py), the others in the user's summary; the raw findings stay in the bundle.
 
 Templates are package data: `ticket_<desk>.md.j2` (aws, gcp, azure, jira, zendesk, email), falling back to
 `ticket_generic.md.j2`, and `summary.md.j2`. A template of the same name in `<config dir>/templates/` takes
 precedence; an override reaches the shipped template it replaces as `fabricase/<name>`. The facts are put in
-order here (sorting, the host facts, what was ruled out, the timeline, the desk's severity, the requested
-action); the templates only lay them out, so a desk's template extends `ticket_generic.md.j2` and replaces
+order here (the suspects' facts, the host facts, what was ruled out, the timeline, the ticket's severity, the
+requested action); the templates only lay them out, so a desk's template extends `ticket_generic.md.j2` and replaces
 blocks. A ticket template's output is the subject on its first line, a blank line, then the body.
 StrictUndefined makes a misspelled variable an error instead of an empty ticket section.
 """
@@ -23,28 +24,36 @@ from typing import Any
 import jinja2
 
 from fabricase.config import resolve_paths
+from fabricase.diagnosis import Diagnosis, Suspect
 from fabricase.errors import ConfigError
-from fabricase.models import EscalationEvent, Evidence, Finding, Placement, Severity, TicketDraft
-from fabricase.templates.facts import host_facts, shared_components
+from fabricase.models import EscalationEvent, Evidence, Finding, HostSummary, Placement, Severity, TicketDraft
+from fabricase.templates.facts import host_facts
 from fabricase.templates.ruled_out import ruled_out
-from fabricase.templates.severity import desk_severity
+from fabricase.templates.severity import desk_severity, ticket_severity
+from fabricase.templates.suspects import (
+    TITLE_MAX,
+    diagnosis_of,
+    for_desk,
+    scope_line,
+    shorten,
+    suspect_facts,
+    suspect_hosts,
+    ticket_title,
+)
 from fabricase.templates.timeline import kernel_log_entries, timeline
 
 __all__ = [
-    "ACTIONS",
     "MARKUPS",
     "environment",
     "format_evidence",
-    "lead_finding",
     "md_table",
     "render",
     "render_draft",
-    "requested_action",
     "ticket_template",
+    "ticket_title",
     "user_template_dir",
 ]
 
-TITLE_MAX = 120
 WIDTH = 100
 SUMMARY_CELL = 60  # a finding's summary in the compact table, at most; the ticket has it in full
 SUMMARY_MIN = 30
@@ -143,7 +152,7 @@ def render_draft(
     symptom: str,
     severity: Severity,
     findings: list[Finding],
-    hosts: list[dict],
+    hosts: Sequence[dict | HostSummary],
     placements: list[Placement],
     bundle_id: str | None,
     capture_created_at: str,
@@ -155,55 +164,79 @@ def render_draft(
     support_plan: str | None = None,
     severity_overrides: Mapping[str, str] | None = None,
     template_dir: Path | None = None,
+    diagnosis: Diagnosis | None = None,
+    owner: str = "provider",
 ) -> TicketDraft:
-    """The ticket (title, body) and the Markdown summary for one escalation.
+    """The ticket (title, body) and the Markdown summary for one escalation, built from the suspects.
 
+    diagnosis: the capture's (pipeline.diagnose_capture); None: diagnosed here from the findings and the host
+    summaries in `hosts` (no hardware aliases). owner: the desk's owner; only its suspects go in the ticket,
+    the others to the summary. severity: the stated impact; the ticket is filed at what the suspects justify,
+    never above it (`severity.ticket_severity`).
     checks: per host, the checks its capture ran (`ruled_out.checks_run(capture.hosts)`), for "ruled out".
-    kernel_logs: host -> its captured kernel log, for the timeline's first and last errors (only hosts with
-    kernel-log findings are looked up). events: the escalation's history, for the timeline.
+    kernel_logs: host -> its captured kernel log, for the timeline's first and last errors (only suspect hosts
+    with kernel-log findings are looked up). events: the escalation's history, for the timeline.
     max_level, support_plan, severity_overrides: cap and adjust the desk's severity (`severity.desk_severity`).
     template_dir: the user's overrides; default `<config dir>/templates`.
     """
     template_dir = template_dir or user_template_dir()
     ordered = sorted(findings, key=lambda f: f.sort_key)
-    worst = ordered[0] if ordered else None
-    captured = sorted(hosts, key=lambda h: h["host"])
-    with_findings = {f.host for f in ordered if f.host}
-    affected = sorted(with_findings)
+    captured = sorted((_host_dict(h) for h in hosts), key=lambda h: h["host"])
+    if diagnosis is None:
+        diagnosis = diagnosis_of(findings, captured, placements)
+    owned, others = for_desk(diagnosis, owner)
+    affected = sorted({h for s in owned for h in suspect_hosts(s)})
+    anyone = {h for s in diagnosis.suspects for h in suspect_hosts(s)}
     title_hosts = affected or [h["host"] for h in captured]
     status = {h["host"]: h["status"] for h in captured}
+    identity = {h["host"]: h.get("identity") or {} for h in captured}
     where = {p.host: p for p in placements}
-    clear, not_run = ruled_out(checks, ordered) if checks is not None else ([], [])
-    kernel = kernel_log_entries(ordered, kernel_logs) if kernel_logs is not None else []
-    desk = desk_severity(provider, severity, max_level=max_level, plan=support_plan, overrides=severity_overrides)
+    clear, not_run = ruled_out(checks, ordered, suspects=diagnosis.suspects) if checks is not None else ([], [])
+    on_suspects = [f for f in ordered if f.host in set(affected)]
+    kernel = kernel_log_entries(on_suspects, kernel_logs) if kernel_logs is not None else []
+    filed = ticket_severity(owned, severity)
+    desk = desk_severity(provider, filed.severity, max_level=max_level, plan=support_plan,
+                         overrides=severity_overrides)
     context = {
         "provider": provider,
+        "owner": owner,
         "markup": "markdown",  # a desk's template sets its own: text, jira
         "hosts_title": "Affected hosts",  # and names the hosts in its terms: instances, VMs
-        "title": ticket_title(worst, symptom, len(title_hosts)),
-        "one_line": _one_line(ordered, captured, symptom),
+        "title": ticket_title(owned, symptom, len(title_hosts)),
+        "one_line": scope_line(diagnosis, owned, owner) + ".",
         "symptom": " ".join(symptom.split()),
-        "scope": _scope(ordered, len(captured)),
-        "severity": str(severity),
+        "scope": f"Hosts with suspects: {hostlist(affected)}." if affected else "",
+        "severity": str(filed.severity),
+        "stated_severity": str(severity),
+        "severity_why": f": {filed.reason}",
+        "severity_reason": filed.reason,
         "desk_severity": desk,
         "severity_note": f"; capped from {desk.wanted} by the {desk.capped_by}" if desk.capped else "",
+        "suspects": [suspect_facts(s, i, len(owned), identity.get(s.host or "")) for i, s in enumerate(owned, 1)],
+        "other_suspects": [suspect_facts(s, i, len(others), identity.get(s.host or ""))
+                           for i, s in enumerate(others, 1)],
+        "summary_groups": _summary_groups(diagnosis, owner, identity),
+        "background": [b.text for b in diagnosis.background],
+        "verdict_line": diagnosis.verdict_line,
+        "diagnosis": diagnosis,
         "findings": ordered,
+        "n_findings": len(ordered),
         "hosts": captured,
         "affected": [host_facts(h, status.get(h), where.get(h)) for h in affected],
         "affected_rows": _host_rows(affected, captured, placements),
-        "shared": shared_components(ordered, placements, status),
+        "shared": _shared(owned, placements, status),
         "facts": {p.host: host_facts(p.host, status.get(p.host), p) for p in placements},
-        "identities": _identities(captured, with_findings),
-        "ruled_out": [h["host"] for h in captured if h["host"] not in with_findings and h["status"] == _OK],
+        "identities": _identities(captured, set(affected)),
+        "ruled_out": [h["host"] for h in captured if h["host"] not in anyone and h["status"] == _OK],
         "ruled_out_checks": [c.text for c in clear],
         "not_checked": [c.topic for c in not_run],
-        "not_captured": [h for h in captured if h["host"] not in with_findings and h["status"] != _OK],
+        "not_captured": [h for h in captured if h["host"] not in anyone and h["status"] != _OK],
         "status_rows": _status_rows(captured),
         "finding_rows": _finding_rows(ordered),
         "timeline": timeline(
             capture_created_at=capture_created_at, hosts_captured=len(captured), kernel=kernel, events=events
         ),
-        "action": requested_action(lead_finding(ordered)),
+        "action": _action(owned),
         "bundle_id": bundle_id,
         "capture_created_at": capture_created_at,
         "escalation_id": escalation_id,
@@ -212,14 +245,66 @@ def render_draft(
     subject, body = _split_subject(render(name, template_dir=template_dir, **context))
     return TicketDraft(
         provider=provider,
-        title=_shorten(subject, TITLE_MAX) if subject else context["title"],
+        title=shorten(subject, TITLE_MAX) if subject else context["title"],
         body=body,
-        severity=severity,
+        severity=filed.severity,
         hosts=title_hosts,
-        components=sorted({f.component for f in ordered}),
+        components=sorted({c for s in owned for c in s.components}),
         bundle_id=bundle_id,
         summary=render("summary.md.j2", template_dir=template_dir, **context),
     )
+
+
+def _host_dict(h: Any) -> dict:
+    """A host summary as the templates read it: {host, status, reason, identity} (models.HostSummary or a dict)."""
+    return h.to_dict() if hasattr(h, "to_dict") else dict(h)
+
+
+# owner -> how the user's summary heads that owner's suspects
+OWNER_TITLES = {
+    "provider": "the provider's to repair",
+    "operator": "ours to fix (configuration, drivers, operations)",
+    "application": "the application's",
+}
+
+
+def _summary_groups(diagnosis: Diagnosis, owner: str, identity: Mapping[str, Mapping]) -> list[dict[str, Any]]:
+    """The summary's suspects, every owner's, the desk's owner first: [{owner, title, suspects}]."""
+    owners = sorted({s.owner for s in diagnosis.suspects}, key=lambda o: (o != owner, o))
+    groups = []
+    for o in owners:
+        mine = [s for s in diagnosis.suspects if s.owner == o]
+        title = "Suspects: " + OWNER_TITLES.get(o, o) + (" (in the ticket)" if o == owner else "")
+        groups.append({"owner": o, "title": title,
+                       "suspects": [suspect_facts(s, i, len(mine), identity.get(s.host or ""))
+                                    for i, s in enumerate(mine, 1)]})
+    return groups
+
+
+def _action(owned: Sequence[Suspect]) -> str:
+    """What the ticket asks for as a whole: the one suspect's action, or each suspect's."""
+    if not owned:
+        return ("No single component was localized: please check the fabric path of the captured hosts for the "
+                "symptom described; the attached bundle holds every counter.")
+    if len(owned) == 1:
+        return owned[0].action
+    return (f"Please act on each of the {len(owned)} suspects above as its action says, the most severe first; "
+            "the attached bundle holds the counters behind every line.")
+
+
+def _shared(owned: Sequence[Suspect], placements: Sequence[Placement],
+            status: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The shared suspects (switch, network node, sub-block), each with the facts of the hosts under it: the
+    suspect's own list, else the placements whose topology names it."""
+    where = {p.host: p for p in placements}
+    out = []
+    for s in owned:
+        if s.host is not None or not s.components:
+            continue
+        component = s.components[0]
+        names = s.hosts or sorted(p.host for p in placements if component in p.topology)
+        out.append({"component": component, "hosts": [host_facts(h, status.get(h), where.get(h)) for h in names]})
+    return out
 
 
 def _split_subject(text: str) -> tuple[str, str]:
@@ -228,48 +313,6 @@ def _split_subject(text: str) -> tuple[str, str]:
     if not sep or "\n" in subject.strip():
         return "", text  # an override without a subject line: the whole output is the body
     return " ".join(subject.split()), body
-
-
-def ticket_title(worst: Finding | None, symptom: str, n_hosts: int) -> str:
-    """`[fabricase] <worst finding summary or symptom> on <n> host(s)`, one line, <= 120 chars."""
-    tail = f" on {n_hosts} host{'' if n_hosts == 1 else 's'}"
-    head = "[fabricase] "
-    what = " ".join((worst.summary if worst else symptom).split()) or "fabric fault"
-    return head + _shorten(what, TITLE_MAX - len(head) - len(tail)) + tail
-
-
-_CABLE = "Inspect or replace the cable/transceiver on {where}."
-_HOST_REPAIR = "Repair or replace host {host}: {component} ({kind})."
-# finding kind -> what the provider is asked to do; any other kind: "Investigate <where> (<kind>)."
-ACTIONS: dict[str, str] = {
-    **dict.fromkeys(("link-flap", "netdev-errors", "phy-errors", "link-speed-downshift", "kernel-link-down",
-                     "rdma-link-flap", "rdma-symbol-errors", "rdma-speed-downshift", "rdma-port-down"), _CABLE),
-    **dict.fromkeys(("nvidia-xid", "gpu-memory-remap", "gpu-fabric-unhealthy", "nvlink-inactive", "nvlink-errors",
-                     "gpu-pcie-downgraded", "nvswitch-sxid", "nic-firmware-fault"), _HOST_REPAIR),
-    "host-unreachable": "Check host reachability of {host}.",
-    "shared-component-fault": "Investigate {component}, shared by the hosts with findings: its ports and the links "
-    "down to those hosts.",
-}
-
-
-def lead_finding(ordered: Sequence[Finding]) -> Finding | None:
-    """The finding the requested action is about: the worst, unless a shared component is as severe; then
-    several hosts point at it and it is the likelier single cause."""
-    if not ordered:
-        return None
-    shared = [f for f in ordered if f.kind == "shared-component-fault" and f.severity == ordered[0].severity]
-    return shared[0] if shared else ordered[0]
-
-
-def requested_action(worst: Finding | None) -> str:
-    """What the provider is asked to do, from the kind of the worst finding (`lead_finding`) (`ACTIONS`)."""
-    if worst is None:
-        return "Investigate the fabric path of the hosts above; no single component was localized."
-    where = f"{worst.component} of {worst.host}" if worst.host else worst.component
-    text = ACTIONS.get(worst.kind, "Investigate {where} ({kind}).")
-    if worst.host is None and "{host}" in text:
-        text = "Investigate {where} ({kind})."
-    return text.format(where=where, host=worst.host or worst.component, component=worst.component, kind=worst.kind)
 
 
 def format_number(value: Any) -> str:
@@ -411,36 +454,6 @@ def _cell(value: Any) -> str:
     return (text or "-").replace("|", "\\|")
 
 
-def _one_line(ordered: list[Finding], captured: list[dict], symptom: str) -> str:
-    n_hosts = len(captured)
-    if not ordered:
-        return f"No faulty component was localized on the {n_hosts} hosts captured; the symptom remains."
-    counts = {s: sum(1 for f in ordered if f.severity == s) for s in Severity}
-    by_severity = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    affected = len({f.host for f in ordered if f.host})
-    worst = ordered[0]
-    where = f"{worst.component} on {worst.host}" if worst.host else worst.component
-    return (
-        f"{len(ordered)} finding{'s' if len(ordered) != 1 else ''} ({by_severity}) on {affected} of "
-        f"{n_hosts} hosts captured; worst: {where}: {' '.join(worst.summary.split())}"
-    )
-
-
-def _scope(ordered: list[Finding], n_captured: int) -> str:
-    """How many of the captured hosts have findings, and which shared components: one sentence, or ""."""
-    if not ordered:
-        return ""  # the one-line summary already says so
-    affected = sorted({f.host for f in ordered if f.host})
-    shared = list(dict.fromkeys(f.component for f in ordered if f.host is None))
-    verb = "has" if len(affected) == 1 else "have"
-    text = f"{len(affected)} of {n_captured} captured host{'' if n_captured == 1 else 's'} {verb} findings"
-    if affected:
-        text += f" ({hostlist(affected)})"
-    if shared:
-        text += f"; shared component{'s' if len(shared) > 1 else ''} implicated: {', '.join(shared)}"
-    return text + "."
-
-
 def _host_rows(affected: list[str], captured: list[dict], placements: list[Placement]) -> list[list[Any]]:
     status = {h["host"]: h["status"] for h in captured}
     where = {p.host: p for p in placements}
@@ -462,12 +475,11 @@ def _finding_rows(ordered: list[Finding]) -> list[list[Any]]:
 
 
 def _shorten(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+    return shorten(text, limit)
 
 
 def _identities(captured: list[dict], with_findings: set[str]) -> list[dict]:
-    """Identity facts (DMI product, BIOS, ...) of the hosts with findings; unknown values left out."""
+    """Identity facts (DMI product, BIOS, ...) of the hosts with suspects; unknown values left out."""
     out = []
     for h in captured:
         known = {k: v for k, v in (h.get("identity") or {}).items() if v not in (None, "")}

@@ -8,12 +8,11 @@ one present wins), so a provider module knows what to fill in; docs/tickets.md l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fabricase.models import Finding, Placement
+from fabricase.models import Placement
 
-__all__ = ["PLACEMENT_EXTRA", "TOPOLOGY_LEVELS", "host_facts", "shared_components"]
+__all__ = ["PLACEMENT_EXTRA", "TOPOLOGY_LEVELS", "host_facts"]
 
 # fact -> the Placement.extra keys it is read from, first present wins
 PLACEMENT_EXTRA: dict[str, tuple[str, ...]] = {
@@ -58,16 +57,3 @@ def host_facts(host: str, status: str | None, placement: Placement | None) -> di
     if facts["resource_id"] is None and (p.instance_id or "").startswith("/subscriptions/"):
         facts["resource_id"] = p.instance_id
     return facts
-
-
-def shared_components(
-    ordered: list[Finding], placements: Iterable[Placement], status: Mapping[str, str]
-) -> list[dict[str, Any]]:
-    """The shared components with a finding, each with the facts of the hosts under it (by topology)."""
-    placements = list(placements)
-    out: list[dict[str, Any]] = []
-    for f in ordered:
-        if f.host is None and f.component not in {s["component"] for s in out}:
-            under = sorted((p for p in placements if f.component in p.topology), key=lambda p: p.host)
-            out.append({"component": f.component, "hosts": [host_facts(p.host, status.get(p.host), p) for p in under]})
-    return out

@@ -1,23 +1,108 @@
-"""A finding's severity in each desk's own scale: AWS severityCode, GCP priority, Azure severity, Jira and
-Zendesk priority. Pure: an explicit registry and two small functions.
+"""The ticket's severity: from the suspects and the stated impact (`ticket_severity`, the `CEILING` table), then
+in each desk's own scale: AWS severityCode, GCP priority, Azure severity, Jira and Zendesk priority. Pure: two
+explicit tables and a few small functions.
 
-fabricase decides how bad the fault is (`critical|major|minor|info`, the worst finding); the desk's scale is
-only a translation, capped where the account's support plan cannot file the level (AWS `critical` needs
-Enterprise On-Ramp or Enterprise; Azure `highestcriticalimpact` is for Premium customers). Sources:
-../shared/reference/cloud-apis.md sections 1.1 (AWS `describe_severity_levels`), 2.2 (GCP `Case.priority`),
-3.2 (Azure `SupportTicketDetails.severity`), 4 (Zendesk `ticket.priority`); Jira: the default priority scheme
-of Jira Cloud.
+fabricase decides how bad the fault is (`critical|major|minor|info`): the worst suspect the desk is given,
+`critical` only when the fault is wide (one noisy port is never "system down"), and never above the stated
+impact. The desk's scale is only a translation, capped where the account's support plan cannot file the
+level (AWS `critical` needs Enterprise On-Ramp or Enterprise; Azure `highestcriticalimpact` is for Premium
+customers). Sources: ../shared/reference/cloud-apis.md sections 1.1 (AWS `describe_severity_levels`), 2.2
+(GCP `Case.priority`), 3.2 (Azure `SupportTicketDetails.severity`), 4 (Zendesk `ticket.priority`); Jira: the
+default priority scheme of Jira Cloud.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fabricase.errors import ConfigError
 from fabricase.models import Severity
 
-__all__ = ["SCALES", "DeskSeverity", "Level", "Scale", "desk_severity", "plan_max_level", "scale_for"]
+if TYPE_CHECKING:
+    from fabricase.diagnosis import Suspect
+
+__all__ = [
+    "CEILING",
+    "DOWN_UNITS",
+    "DOWN_VERDICTS",
+    "SCALES",
+    "DeskSeverity",
+    "Level",
+    "Scale",
+    "TicketSeverity",
+    "desk_severity",
+    "plan_max_level",
+    "scale_for",
+    "ticket_severity",
+]
+
+# A critical suspect makes a critical ticket only when the fault is wide: critical suspects on several hosts,
+# a critical shared component (switch, rack, network node) or a critical suspect that takes a GPU or a whole
+# host out of the job. One port of one host leaves the job running on the others: impaired, never "down".
+DOWN_VERDICTS = frozenset({"gpu-off-bus", "gpu-fabric-not-ready"})
+DOWN_UNITS = frozenset({"host", "nvswitch", "shared"})
+
+# (worst suspect severity, wide) -> the highest severity the ticket may be filed at; None: no suspect (the
+# symptom alone, nothing localized). The stated impact (`--severity`, else the worst finding) caps it further.
+CEILING: dict[tuple[Severity | None, bool], Severity] = {
+    (Severity.CRITICAL, True): Severity.CRITICAL,
+    (Severity.CRITICAL, False): Severity.MAJOR,
+    (Severity.MAJOR, True): Severity.MAJOR,
+    (Severity.MAJOR, False): Severity.MAJOR,
+    (Severity.MINOR, True): Severity.MINOR,
+    (Severity.MINOR, False): Severity.MINOR,
+    (Severity.INFO, True): Severity.INFO,
+    (Severity.INFO, False): Severity.INFO,
+    (None, False): Severity.MAJOR,
+}
+
+
+@dataclass(frozen=True)
+class TicketSeverity:
+    """What the ticket is filed at (fabricase's scale) and why, in one clause for the ticket."""
+
+    severity: Severity
+    stated: Severity
+    worst: Severity | None  # the worst suspect's; None without suspects
+    wide: bool
+    reason: str
+
+
+def _wide(critical: Sequence[Suspect]) -> str:
+    """Why the critical suspects make a wide fault ("" when they do not)."""
+    hosts = sorted({h for s in critical for h in ([s.host] if s.host else s.hosts)})
+    if len({s.host for s in critical if s.host}) > 1:
+        return f"critical suspects on {len(hosts)} hosts"
+    for s in critical:
+        if s.unit == "shared" or s.host is None:
+            return f"critical shared component {s.components[0] if s.components else 'above the hosts'}"
+        if s.verdict in DOWN_VERDICTS or s.unit in DOWN_UNITS:
+            return f"{s.verdict_text} on {s.host}"
+    return ""
+
+
+def ticket_severity(suspects: Sequence[Suspect], stated: Severity | str) -> TicketSeverity:
+    """The severity to file at, from the desk's suspects (`CEILING`) and the stated impact, which caps it."""
+    stated = Severity(stated)
+    worst = min((s.severity for s in suspects), key=lambda s: s.rank) if suspects else None
+    why = _wide([s for s in suspects if s.severity == Severity.CRITICAL]) if worst == Severity.CRITICAL else ""
+    wide = bool(why)
+    ceiling = CEILING[(worst, wide)]
+    if worst is None:
+        reason = "no component was localized"
+    elif worst == Severity.CRITICAL and not wide:
+        lead = next(s for s in suspects if s.severity == Severity.CRITICAL)
+        reason = f"the worst suspect is critical but one part of one host ({lead.name}): impaired, not down"
+    elif wide:
+        reason = why
+    else:
+        reason = f"the worst suspect is {worst}"
+    severity = ceiling if ceiling.rank >= stated.rank else stated  # rank 0 is critical: the lower of the two
+    if severity != ceiling:
+        reason += f"; the stated impact is {stated}"
+    return TicketSeverity(severity, stated, worst, wide, reason)
 
 
 @dataclass(frozen=True)

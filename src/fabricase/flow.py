@@ -1,0 +1,291 @@
+"""The `open` flow as typed stages, each taking the records the earlier ones made and returning its own:
+
+    capture -> locate (Located) -> diagnose (Analysis) -> plan (EscalationPlan) -> record (Recorded)
+            -> bundle (Bundle) -> render (Rendered) -> file (Escalation) -> track
+
+`open`, `open --dry-run` and `attach --capture` run the same sequence (`run`); they differ only in where it stops
+and in what `record` does (a new escalation, none for a dry run, the existing one for attach). Why this order, and
+where it departs from the architecture's, is in docs/open-flow.md: placements come before analysis (topology
+correlation needs them), and the escalation's key exists before anything is redacted (pseudonyms are keyed per
+escalation). The CLI calls `open_escalation` and `attach_capture`; nothing here prints."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fabricase.escalate import (
+    build_bundle_for,
+    bundle_scope,
+    coverage,
+    desk_of,
+    fit_draft,
+    host_summaries,
+    make_draft,
+    make_redactor,
+    redact_draft,
+    refuse_duplicates,
+    severity_of,
+)
+from fabricase.models import Bundle, Capture, Escalation, HostSummary, Placement, Severity, TicketDraft
+from fabricase.pipeline import Analysis, diagnose_capture
+from fabricase.placements import topology_of
+
+if TYPE_CHECKING:
+    from fabricase.config import Paths
+    from fabricase.providers.base import PlannedRequest, Provider
+    from fabricase.redact import Redactor
+
+__all__ = [
+    "EscalationPlan", "Located", "OpenResult", "Recorded", "Rendered", "attach_capture", "locate", "open_escalation",
+    "plan", "record", "render", "run",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where the hosts sit (stored in the capture before analysis) and what the capture says of each host."""
+
+    placements: list[Placement]
+    hosts: list[HostSummary]
+
+
+@dataclass(frozen=True)
+class EscalationPlan:
+    """What one escalation is about and where it goes, decided from the diagnosis before anything is written."""
+
+    provider: str  # where it is filed: aws, gcp, azure, static
+    desk: str  # whose limits and template: bundler.limits.DESK_LIMITS key
+    template: str  # the ticket template rendered (a static provider filing to Jira gets Jira's)
+    symptom: str
+    severity: Severity
+    hosts: list[str]  # covered: hosts with a suspect (every captured host when none has)
+    instances: dict[str, str]  # host -> instance id, of those hosts
+    shared: list[tuple[None, str]]  # shared components with a suspect
+    components: list[tuple[str | None, str]]  # (host, component) of every suspect
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The escalation the bundle and ticket belong to (None: a dry run) and the redactor keyed for it."""
+
+    escalation: Escalation | None
+    redactor: Redactor
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The ticket as the desk sees it: redacted (`draft`, the whole text) and fitted to the desk (`fitted`)."""
+
+    draft: TicketDraft
+    fitted: TicketDraft
+
+
+@dataclass
+class OpenResult:
+    capture: Capture
+    findings: list
+    bundle: Bundle
+    draft: TicketDraft
+    escalation: Escalation | None  # None on --dry-run
+    ticket_path: Path
+    filed_at: str | None = None
+    placements: list[Placement] = field(default_factory=list)
+    requests: list[PlannedRequest] = field(default_factory=list)  # --dry-run: what filing would send
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    diagnosis: object | None = None  # diagnosis.Diagnosis: the suspects and background
+
+
+class _Clock:
+    """Seconds spent per phase of one run (`with clock("bundle"): ...`), for the record of where time goes."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spent[phase] = round(self.spent.get(phase, 0.0) + time.perf_counter() - t0, 4)
+
+
+def locate(capture: Capture, provider: Provider, provider_name: str) -> Located:
+    """The provider's placements merged over the stored ones, and written to the capture before analysis, so that
+    the bundle carries them and a later `analyze BUNDLE` names the same switch."""
+    from fabricase.capturedir import load_placements, write_placements
+    from fabricase.errors import ParseError
+    from fabricase.placements import merge_placements
+
+    hosts = host_summaries(capture)
+    located = [dataclasses.replace(p, source=p.source or f"provider:{provider_name}")
+               for p in provider.locate([h.to_dict() for h in hosts])]
+    try:
+        stored = load_placements(capture.root) or []
+    except ParseError as exc:
+        raise ParseError(f"{exc.message}; fix or remove it before opening", where=exc.where) from exc
+    placements = merge_placements(stored, located)
+    write_placements(capture.root, placements)
+    return Located(placements, hosts)
+
+
+def stored_location(capture: Capture, paths: Paths) -> Located:
+    """Where the hosts sit by what the capture (or the config's inventory) says: no provider call (attach)."""
+    from fabricase.placements import resolve_placements
+
+    placements, _ = resolve_placements(capture, None, paths)
+    return Located(placements, host_summaries(capture))
+
+
+def diagnose(capture: Capture, located: Located) -> Analysis:
+    return diagnose_capture(capture, topology_of(located.placements), located.placements)
+
+
+def plan(capture: Capture, analysis: Analysis, located: Located, *, provider_name: str, symptom: str,
+         severity: Severity | None, paths: Paths) -> EscalationPlan:
+    desk = desk_of(provider_name, paths)
+    hosts, instances, shared = coverage(capture, analysis.diagnosis, located.placements)
+    components = sorted({(s.host, c) for s in analysis.diagnosis.suspects for c in s.components[:1]},
+                        key=lambda hc: (hc[0] or "", hc[1]))
+    return EscalationPlan(
+        provider=provider_name, desk=desk,
+        template=desk if provider_name == "static" and desk != "outbox" else provider_name,
+        symptom=symptom, severity=severity or severity_of(analysis.diagnosis),
+        hosts=hosts, instances=instances, shared=shared, components=components,
+    )
+
+
+def record(capture: Capture, p: EscalationPlan, paths: Paths, *, dry_run: bool, pseudonymize: bool, force: bool,
+           existing: Escalation | None = None) -> Recorded:
+    """The escalation (new, none for a dry run, or the existing one for attach) and its redactor. Duplicates are
+    refused here, before any bundle is written; the pseudonym key is the escalation's, so it exists first."""
+    from fabricase.tracker.store import Tracker
+
+    if dry_run or existing is not None:
+        key = None
+        if pseudonymize:
+            with Tracker.open(paths) as keys:
+                key = keys.pseudonym_key(existing.id if existing else bundle_scope(capture))
+        return Recorded(existing, make_redactor(capture, pseudonymize=pseudonymize, key=key))
+    with Tracker.open(paths) as tracker:
+        if not force:
+            refuse_duplicates(tracker, p.provider, p.hosts, p.instances, p.shared)
+        esc = tracker.create(provider=p.provider, title=p.symptom[:120], symptom=p.symptom, severity=p.severity,
+                             hosts=p.hosts, components=p.components, instances=p.instances)
+        key = tracker.pseudonym_key(esc.id) if pseudonymize else None
+    return Recorded(esc, make_redactor(capture, pseudonymize=pseudonymize, key=key))
+
+
+def _draft(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
+           bundle_id: str | None) -> TicketDraft:
+    from fabricase.templates.ruled_out import checks_run
+
+    return make_draft(capture, analysis.findings, provider=p.template, symptom=p.symptom, severity=p.severity,
+                      placements=located.placements, bundle_id=bundle_id,
+                      escalation_id=rec.escalation.id if rec.escalation else None, checks=checks_run(capture.hosts),
+                      hosts=located.hosts, diagnosis=analysis.diagnosis)
+
+
+def bundle(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
+           out: Path) -> Bundle:
+    """The evidence bundle; the ticket inside it cannot know the bundle's own id, so it is rendered without."""
+    inner = _draft(capture, analysis, located, p, rec, None)
+    return build_bundle_for(capture, analysis.findings, inner, out, placements=located.placements,
+                            samples=analysis.samples, symptom=p.symptom, redactor=rec.redactor, hosts=located.hosts,
+                            diagnosis=analysis.diagnosis,
+                            escalation_id=rec.escalation.id if rec.escalation else None)
+
+
+def render(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
+           b: Bundle) -> Rendered:
+    """The ticket naming the bundle, through the same redaction as the bundle, then fitted to the desk."""
+    draft = redact_draft(_draft(capture, analysis, located, p, rec, b.bundle_id), rec.redactor)
+    return Rendered(draft, fit_draft(draft, p.desk))
+
+
+@dataclass
+class _Run:
+    """What `run` made, stage by stage."""
+
+    located: Located
+    analysis: Analysis
+    plan: EscalationPlan
+    recorded: Recorded
+    bundle: Bundle
+    rendered: Rendered
+    timings: dict[str, float]
+
+
+def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, severity: Severity | None,
+        dry_run: bool = False, pseudonymize: bool = False, force: bool = False,
+        existing: Escalation | None = None) -> _Run:
+    """Every stage up to the rendered ticket, in order (filing is the caller's: only `open` files)."""
+    from fabricase.providers import get_provider
+
+    clock = _Clock()
+    with clock("locate"):
+        if existing is None:
+            located = locate(capture, get_provider(provider_name, paths), provider_name)
+        else:
+            located = stored_location(capture, paths)
+    with clock("analyze"):
+        analysis = diagnose(capture, located)
+    with clock("render"):
+        p = plan(capture, analysis, located, provider_name=provider_name, symptom=symptom, severity=severity,
+                 paths=paths)
+    with clock("record"):
+        rec = record(capture, p, paths, dry_run=dry_run, pseudonymize=pseudonymize, force=force, existing=existing)
+    name = f"{rec.escalation.id}-{capture.root.name}" if rec.escalation else f"dry-run-{capture.root.name}"
+    with clock("bundle"):
+        b = bundle(capture, analysis, located, p, rec, paths.bundles / f"{name}.tar.gz")
+    if rec.escalation is not None and existing is None:
+        from fabricase.tracker.store import Tracker
+
+        with clock("record"), Tracker.open(paths) as tracker:
+            tracker.add_event(rec.escalation.id, "bundle", f"bundle {b.bundle_id[:16]} built", {"path": str(b.path)})
+    with clock("render"):
+        rendered = render(capture, analysis, located, p, rec, b)
+    return _Run(located, analysis, p, rec, b, rendered, clock.spent)
+
+
+def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, symptom: str,
+                    severity: Severity | None, dry_run: bool = False, pseudonymize: bool = False,
+                    force: bool = False) -> OpenResult:
+    """Locate, diagnose, plan, record, bundle, render, file and track one escalation for an existing capture. The
+    result's `timings` say where the time went per stage (the desk, uploads included, under "file")."""
+    from fabricase.filing import file_escalation
+    from fabricase.providers import get_provider
+    from fabricase.tracker.store import Tracker
+
+    r = run(capture, paths, provider_name=provider_name, symptom=symptom, severity=severity, dry_run=dry_run,
+            pseudonymize=pseudonymize, force=force)
+    common = dict(placements=r.located.placements, diagnosis=r.analysis.diagnosis)
+    provider = get_provider(provider_name, paths)
+    if r.recorded.escalation is None:
+        ticket = r.bundle.path.with_suffix("").with_suffix(".ticket.md")
+        ticket.write_text(r.rendered.fitted.title + "\n\n" + r.rendered.fitted.body)
+        requests = provider.plan_case(escalation_id="FC-dry-run", draft=r.rendered.fitted, bundle_path=r.bundle.path)
+        return OpenResult(capture, r.analysis.findings, r.bundle, r.rendered.draft, None, ticket, requests=requests,
+                          timings=r.timings, **common)
+    clock = _Clock()
+    with clock("file"), Tracker.open(paths) as tracker:
+        # Idempotent: the intent is recorded before the desk is called, and a retry reconciles by the case marker.
+        esc = file_escalation(tracker, provider, r.recorded.escalation.id, r.rendered.fitted, r.bundle.path)
+    ticket = Path(esc.ticket_path) if esc.ticket_path else r.bundle.path
+    return OpenResult(capture, r.analysis.findings, r.bundle, r.rendered.draft, esc, ticket, filed_at=esc.ticket_path,
+                      timings={**r.timings, **clock.spent}, **common)
+
+
+def attach_capture(capture: Capture, paths: Paths, esc: Escalation, *,
+                   pseudonymize: bool = False) -> tuple[Bundle, Analysis]:
+    """A new bundle of a capture for an existing escalation (`fabricase attach --capture`): the same stages as
+    `open`, with the capture's stored placements, the escalation's desk and pseudonym key, and no new record."""
+    r = run(capture, paths, provider_name=esc.provider, symptom=esc.symptom, severity=None,
+            pseudonymize=pseudonymize, existing=esc)
+    return r.bundle, r.analysis
