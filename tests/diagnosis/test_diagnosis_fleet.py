@@ -131,3 +131,19 @@ def test_to_dict_is_json_ready():
     assert s["severity"] == "critical" and s["name"] == "gpu001 GPU at 0000:9b:00.0"
     assert set(s) >= {"id", "host", "unit", "components", "verdict", "verdict_text", "severity", "confidence",
                       "q_value", "owner", "action", "evidence", "identity", "findings", "key_number", "hosts"}
+
+
+def test_a_host_not_captured_is_not_counted_among_the_captured():
+    """The only host unreachable: its host-unreachable suspect is not "1 of 0 hosts"."""
+    from fabricase.diagnosis import diagnose
+    from fabricase.diagnosis.models import HostOutcome
+    from fabricase.models import Evidence, Finding, Severity
+
+    down = Finding("host-unreachable", Severity.MAJOR, "gpu002", "host", "gpu002: unreachable",
+                   [Evidence("host_status", "unreachable", "state", "ok")])
+    hosts = [HostOutcome("gpu001", "ok"), HostOutcome("gpu002", "unreachable", "no route")]
+    d = diagnose([down], hosts=hosts)
+    assert len(d.suspects) == 1
+    assert d.verdict_line == "no suspect on 1 host; 1 host healthy; 1 host not captured"
+    alone = diagnose([down], hosts=hosts[1:])
+    assert alone.verdict_line == "no suspect on 0 hosts; 0 hosts healthy; 1 host not captured"

@@ -6,13 +6,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
-from fabricase.diagnosis.naming import fmt_number
+from fabricase.diagnosis.naming import NOUNS, fmt_number
 from fabricase.models import Evidence, Finding, MetricSample
 
 __all__ = ["FleetIndex", "evidence_lines", "key_number"]
 
 MAX_LINES = 5
-_NOUN = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
 
 
 def _base_metric(metric: str) -> str:
@@ -70,7 +69,7 @@ def _line(f: Finding, ev: Evidence, fleet: FleetIndex) -> str | None:
         if dist is not None:
             median, p99, n = dist
             return (f"{head}; fleet median {_per_second(median)}, p99 {_per_second(p99)} over "
-                    f"{n:,} {_NOUN.get(family, 'components')}")
+                    f"{n:,} {NOUNS.get(family, 'components')}")
         return f"{head}; expected {fmt_number(ev.baseline) if ev.baseline is not None else 'none'}"
     if ev.value is None:
         return None
@@ -128,10 +127,13 @@ def evidence_lines(findings: Sequence[Finding], fleet: FleetIndex) -> list[str]:
     return out[:room] + ([q_line] if q_line else [])
 
 
+_GENERIC = ("errors", "discards", "drops", "p3", "current", "max", "state")  # last words that say little alone
+
+
 def _leaf(metric: str) -> str:
     """`ack_timeout` of `rdma.ack_timeout`; a generic last word keeps its prefix (`rx.errors`)."""
     head, _, last = metric.removeprefix("raw:").rpartition(".")
-    return f"{head.rsplit('.', 1)[-1]}.{last}" if head and last in ("errors", "discards", "drops", "p3") else last
+    return f"{head.rsplit('.', 1)[-1]}.{last}" if head and last in _GENERIC else last
 
 
 def key_number(findings: Sequence[Finding], fleet: FleetIndex) -> str:

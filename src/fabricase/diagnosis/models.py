@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fabricase.diagnosis.naming import NOUNS, component_words, fmt_number, plural
 from fabricase.models import Severity
 
 __all__ = ["Background", "Diagnosis", "HostHardware", "HostOutcome", "Owner", "Suspect"]
@@ -41,8 +42,6 @@ class Suspect:
     @property
     def name(self) -> str:
         """`gpu003 mlx5_5/1 (ens6np0)`: the host and the primary component in the engineer's words."""
-        from fabricase.diagnosis.naming import suspect_name
-
         return suspect_name(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,8 +65,6 @@ class Background:
 
     @property
     def text(self) -> str:
-        from fabricase.diagnosis.naming import background_text
-
         return background_text(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,8 +127,6 @@ class Diagnosis:
 
     @property
     def verdict_line(self) -> str:
-        from fabricase.diagnosis.naming import verdict_line
-
         return verdict_line(self)
 
     def for_owner(self, owner: Owner) -> list[Suspect]:
@@ -146,3 +141,43 @@ class Diagnosis:
             "minor_findings": list(self.minor),
             "limits": list(self.limits),
         }
+
+
+def suspect_name(s: Suspect) -> str:
+    if s.host is None:
+        return component_words(s.components[:1]) if s.components else "shared component"
+    what = component_words(s.components, s.unit)
+    if s.unit == "host" or what == "host":
+        return s.host
+    return f"{s.host} {what}"
+
+
+def background_text(b: Background) -> str:
+    noun = NOUNS.get(b.family, "components")
+    rate = f" (median {fmt_number(b.median_rate)}{b.unit})" if b.median_rate is not None else ""
+    metric = b.metric.removeprefix("rdma.")
+    return f"{metric} rose on {b.rose_on:,} of {b.compared:,} {noun} at fleet-normal rates{rate}"
+
+
+def verdict_line(d: Diagnosis) -> str:
+    """`8 suspects on 8 of 16 hosts; 8 hosts healthy; 2 hosts not captured`. Suspects count among the captured
+    hosts only: a host that could not be captured is said so, not counted as one of the captured."""
+    captured = d.hosts_captured
+    captured_set = set(captured)
+    on_captured = [s for s in d.suspects if s.host is None or s.host in captured_set]
+    suspect_hosts = {h for s in on_captured for h in ({s.host} | set(s.hosts)) if h in captured_set}
+    shared = [s for s in on_captured if s.host is None]
+    healthy = [h for h in captured if h not in suspect_hosts]
+    parts = []
+    if on_captured:
+        where = f"on {len(suspect_hosts):,} of {plural(len(captured), 'host')}"
+        if shared and not (suspect_hosts - {h for s in shared for h in s.hosts}):
+            where = f"({plural(len(shared), 'shared component')}) over {len(suspect_hosts):,} of " \
+                    f"{plural(len(captured), 'host')}"
+        parts.append(f"{plural(len(on_captured), 'suspect')} {where}")
+    else:
+        parts.append(f"no suspect on {plural(len(captured), 'host')}")
+    parts.append(f"{plural(len(healthy), 'host')} healthy")
+    if d.hosts_not_captured:
+        parts.append(f"{plural(len(d.hosts_not_captured), 'host')} not captured")
+    return "; ".join(parts)

@@ -1,16 +1,13 @@
-"""How suspects, background lines and the verdict line read: short, in a fabric engineer's words."""
+"""How components, counts and numbers read in suspects, background lines and the verdict line: short, in a fabric
+engineer's words (the records themselves are in models.py)."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from fabricase.diagnosis.models import Background, Diagnosis, Suspect
+__all__ = ["NOUNS", "component_words", "fmt_number", "part_words", "plural"]
 
-__all__ = ["background_text", "component_words", "fmt_number", "part_words", "plural", "suspect_name", "verdict_line"]
-
-_NOUN = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
+NOUNS = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:
@@ -85,40 +82,3 @@ def part_words(components: list[str], unit: str) -> str:
     if noun and not what.startswith(noun):
         return f"{noun} {what}"
     return what
-
-
-def suspect_name(s: Suspect) -> str:
-    if s.host is None:
-        return component_words(s.components[:1]) if s.components else "shared component"
-    what = component_words(s.components, s.unit)
-    if s.unit == "host" or what == "host":
-        return s.host
-    return f"{s.host} {what}"
-
-
-def background_text(b: Background) -> str:
-    noun = _NOUN.get(b.family, "components")
-    rate = f" (median {fmt_number(b.median_rate)}{b.unit})" if b.median_rate is not None else ""
-    metric = b.metric.removeprefix("rdma.")
-    return f"{metric} rose on {b.rose_on:,} of {b.compared:,} {noun} at fleet-normal rates{rate}"
-
-
-def verdict_line(d: Diagnosis) -> str:
-    """`8 suspects on 8 of 16 hosts; 8 hosts healthy; 2 hosts not captured`."""
-    captured = d.hosts_captured
-    suspect_hosts = set(d.hosts_with_suspects) & set(captured) | {s.host for s in d.suspects if s.host}
-    shared = [s for s in d.suspects if s.host is None]
-    healthy = [h for h in captured if h not in suspect_hosts]
-    parts = []
-    if d.suspects:
-        where = f"on {len(suspect_hosts):,} of {plural(len(captured), 'host')}"
-        if shared and not (suspect_hosts - {h for s in shared for h in s.hosts}):
-            where = f"({plural(len(shared), 'shared component')}) over {len(suspect_hosts):,} of " \
-                    f"{plural(len(captured), 'host')}"
-        parts.append(f"{plural(len(d.suspects), 'suspect')} {where}")
-    else:
-        parts.append(f"no suspect on {plural(len(captured), 'host')}")
-    parts.append(f"{plural(len(healthy), 'host')} healthy")
-    if d.hosts_not_captured:
-        parts.append(f"{plural(len(d.hosts_not_captured), 'host')} not captured")
-    return "; ".join(parts)
