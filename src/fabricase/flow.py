@@ -149,14 +149,20 @@ def diagnose(capture: Capture, located: Located) -> Analysis:
 
 def plan(capture: Capture, analysis: Analysis, located: Located, *, provider_name: str, symptom: str,
          severity: Severity | None, paths: Paths) -> EscalationPlan:
+    from fabricase.templates.severity import ticket_severity
+
     desk = desk_of(provider_name, paths)
     hosts, instances, shared = coverage(capture, analysis.diagnosis, located.placements)
+    # What the desk is told and what the tracker records agree: the provider's suspects, capped by the stated
+    # impact and by the CEILING table (one noisy port is never "system down").
+    stated = severity or severity_of(analysis.diagnosis)  # not given: the worst suspect's; minor when none
+    filed = ticket_severity(analysis.diagnosis.for_owner("provider"), stated).severity
     components = sorted({(s.host, c) for s in analysis.diagnosis.suspects for c in s.components[:1]},
                         key=lambda hc: (hc[0] or "", hc[1]))
     return EscalationPlan(
         provider=provider_name, desk=desk,
         template=desk if provider_name == "static" and desk != "outbox" else provider_name,
-        symptom=symptom, severity=severity or severity_of(analysis.diagnosis),
+        symptom=symptom, severity=filed,
         hosts=hosts, instances=instances, shared=shared, components=components,
     )
 
