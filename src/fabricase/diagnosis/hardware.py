@@ -6,6 +6,7 @@ analysis.analyze), so nothing is read twice."""
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import re
 
@@ -75,15 +76,20 @@ def _mac(text: str | None) -> str | None:
 
 def _rdma(hw: HostHardware, items: HostItems) -> None:
     devices: dict[str, dict[str, str]] = {}
-    # String slicing, not a regex per source: a host has a hundred or more counter files per port.
-    for source in items.sources(IB):
-        dev, _, tail = source[len(IB):].partition("/")
+    # The sources are sorted: once a port is seen, its hundred or more counter files are skipped in one jump.
+    sources = items.sources(IB)
+    i = 0
+    while i < len(sources):
+        dev, _, tail = sources[i][len(IB):].partition("/")
         if dev not in devices:
             devices[dev] = {}
         if tail.startswith("ports/"):
             port, sep, _ = tail[6:].partition("/")
-            if sep and port.isdigit() and f"{dev}/{port}" not in hw.ports:
-                hw.ports[f"{dev}/{port}"] = {}
+            if sep and port.isdigit():
+                hw.ports.setdefault(f"{dev}/{port}", {})
+                i = bisect.bisect_left(sources, f"{IB}{dev}/ports/{port}/\U0010ffff", i + 1)
+                continue
+        i += 1
     for dev, facts in devices.items():
         slot = _SLOT.search(items.text(f"{IB}{dev}/device/uevent") or "")
         if slot and (pci := pci_key(slot.group(1))):
@@ -178,11 +184,20 @@ def _gpus(hw: HostHardware, items: HostItems) -> None:
         hw.gpus[str(gpu.index)] = facts
 
 
-def _identity(hc: HostCapture) -> dict[str, str]:
-    from fabricase.parsers.identity import host_identity
+def _identity(hc: HostCapture, items: HostItems) -> dict[str, str]:
+    """The host facts a provider needs, read through the analysis's memoized items (the few DMI files, the
+    hostname, the Azure KVP pool only when it was captured): parsers.identity.host_identity would index the
+    host's items once more."""
+    from fabricase.parsers.identity import DMI_FIELDS
+    from fabricase.parsers.kvp import KVP_POOL_3, PHYSICAL_HOST_KEY, parse_kvp_pool
+    from fabricase.parsers.sysfs import parse_sysfs_str
     from fabricase.providers.identity import cloud_of
 
-    identity = host_identity(hc)
+    identity: dict[str, str | None] = {name: parse_sysfs_str(items.text(f"/sys/class/dmi/id/{name}"))
+                                       for name in (*DMI_FIELDS, "product_serial")}
+    identity["hostname"] = parse_sysfs_str(items.text("/proc/sys/kernel/hostname"))
+    if items.sources(KVP_POOL_3) and (kvp := hc.item(KVP_POOL_3)) is not None and kvp.bytes:
+        identity["physical_host_name"] = parse_kvp_pool(hc.read(kvp)).get(PHYSICAL_HOST_KEY) or None
     out = {k: str(identity[k]).strip() for k in _IDENTITY_KEYS if str(identity.get(k) or "").strip()}
     provider, instance_id = cloud_of(identity)
     if provider:
@@ -206,7 +221,7 @@ def host_hardware(hc: HostCapture) -> HostHardware:
         except (CaptureError, ValueError, LookupError, TypeError, AttributeError):
             continue
     try:
-        hw.identity = _identity(hc)
+        hw.identity = _identity(hc, items)
     except (CaptureError, ValueError, LookupError, TypeError, AttributeError, OSError):
         hw.identity = {}
     return hw
