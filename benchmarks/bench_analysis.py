@@ -28,7 +28,7 @@ from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import harness  # noqa: E402
+import fleetgen  # noqa: E402
 
 from fabricase.analysis import analyze  # noqa: E402
 from fabricase.capturedir import load_capture  # noqa: E402
@@ -76,12 +76,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--full", action="store_true", help="NVLinks, RoCE ports and kernel logs too")
     args = ap.parse_args()
-    scenario = harness.Scenario("clean", None, [f"gpu{i:04d}" for i in range(1, args.hosts + 1)])
+    scenario = fleetgen.Scenario("clean", None, [f"gpu{i:04d}" for i in range(1, args.hosts + 1)])
     loads, analyses, diagnosed, with_hardware, diagnosing = Times(), Times(), Times(), Times(), Times()
     found = suspects = 0
     with tempfile.TemporaryDirectory(prefix="fabricase-bench-analysis-") as tmp:
         root = Path(tmp) / "capture"
-        harness.build(scenario, root, seed=1, ib_only=not args.full)
+        fleetgen.build(scenario, root, seed=1, ib_only=not args.full)
         placed = inventory_placements(root / "inventory.json", scenario.hosts)
         topology = topology_of(placed)
 

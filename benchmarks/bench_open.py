@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "providers" / "aws")]
 
 import boto3  # noqa: E402
-import harness  # noqa: E402
+import fleetgen  # noqa: E402
 import httpx  # noqa: E402
 from awsfakes import REGION, Clients, UploadServer, free_port, stub_codes, write_config  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
@@ -52,8 +52,8 @@ def _ec2_capture(root: Path, moto: str, n: int) -> list[str]:
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     ids = [i["InstanceId"] for i in ec2.run_instances(ImageId=ami, MinCount=n, MaxCount=n,
                                                       InstanceType="p5.48xlarge")["Instances"]]
-    scenario = next(s for s in harness.scenarios(n, 1, 0) if s.kind == "symbol-errors")
-    harness.build(scenario, root, seed=1)
+    scenario = next(s for s in fleetgen.scenarios(n, 1, 0) if s.kind == "symbol-errors")
+    fleetgen.build(scenario, root, seed=1)
     from fabricase.capturedir import load_capture
 
     plan_capture = load_capture(root, verify=False)
@@ -68,7 +68,7 @@ def _ec2_capture(root: Path, moto: str, n: int) -> list[str]:
         from fabricase.collectors.plan import CapturePlan
 
         plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "ethtool", "identity"])),
-                           interval_s=harness.INTERVAL_S)
+                           interval_s=fleetgen.INTERVAL_S)
         new = host_capture_from_stream(hc.host, parse_stream(raw), plan)
         new.status, new.transport = HostStatus.OK, "harness"
         write_host(root, new, raw)

@@ -42,6 +42,7 @@ __all__ = [
     "redact_draft",
     "refuse_duplicates",
     "severity_of",
+    "template_of",
     "worst_severity",
 ]
 
@@ -140,6 +141,12 @@ def desk_of(provider: str, paths: Paths | None = None) -> str:
         desk = str(provider_profile(paths, "static").get("desk", "outbox")) if paths is not None else "outbox"
         return desk if desk in DESK_LIMITS else "generic"
     return provider if provider in DESK_LIMITS else "generic"
+
+
+def template_of(provider: str, desk: str) -> str:
+    """The ticket template a filing is rendered with: a static provider filing to Jira or Zendesk gets that
+    desk's; every other provider its own."""
+    return desk if provider == "static" and desk != "outbox" else provider
 
 
 def fit_draft(draft: TicketDraft, desk: str) -> TicketDraft:

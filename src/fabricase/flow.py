@@ -31,6 +31,7 @@ from fabricase.escalate import (
     redact_draft,
     refuse_duplicates,
     severity_of,
+    template_of,
 )
 from fabricase.models import Bundle, Capture, Escalation, HostSummary, Placement, Severity, TicketDraft
 from fabricase.pipeline import Analysis, diagnose_capture
@@ -38,6 +39,7 @@ from fabricase.placements import topology_of
 
 if TYPE_CHECKING:
     from fabricase.config import Paths
+    from fabricase.diagnosis import Diagnosis
     from fabricase.providers.base import PlannedRequest, Provider
     from fabricase.redact import Redactor
 
@@ -98,7 +100,7 @@ class OpenResult:
     placements: list[Placement] = field(default_factory=list)
     requests: list[PlannedRequest] = field(default_factory=list)  # --dry-run: what filing would send
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
-    diagnosis: object | None = None  # diagnosis.Diagnosis: the suspects and background
+    diagnosis: Diagnosis | None = None  # the suspects and background (always set by open_escalation)
 
 
 class _Clock:
@@ -161,7 +163,7 @@ def plan(capture: Capture, analysis: Analysis, located: Located, *, provider_nam
                         key=lambda hc: (hc[0] or "", hc[1]))
     return EscalationPlan(
         provider=provider_name, desk=desk,
-        template=desk if provider_name == "static" and desk != "outbox" else provider_name,
+        template=template_of(provider_name, desk),
         symptom=symptom, severity=filed,
         hosts=hosts, instances=instances, shared=shared, components=components,
     )

@@ -21,7 +21,7 @@ from fabricase.pipeline import analyze_capture
 from fabricase.placements import inventory_placements, topology_of
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
-import harness  # noqa: E402
+import fleetgen  # noqa: E402
 
 
 def port_findings(hosts: list[str]) -> list[Finding]:
@@ -41,8 +41,8 @@ def port_findings(hosts: list[str]) -> list[Finding]:
 @pytest.fixture(scope="module")
 def escalation(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fleet") / "capture"
-    scenario = next(s for s in harness.scenarios(64, 1, 0) if s.kind == "bad-switch")
-    harness.build(scenario, folder, seed=3)
+    scenario = next(s for s in fleetgen.scenarios(64, 1, 0) if s.kind == "bad-switch")
+    fleetgen.build(scenario, folder, seed=3)
     capture = load_capture(folder)
     placements = inventory_placements(folder / "inventory.json", [h.host for h in capture.hosts])
     findings = analyze_capture(capture, topology_of(placements))

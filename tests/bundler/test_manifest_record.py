@@ -9,15 +9,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-import harness  # noqa: E402
+import fleetgen  # noqa: E402
 
 from fabricase.bundler import build_bundle  # noqa: E402
 
 
 def test_manifest_lists_collectors_and_each_command_with_rc_and_truncation(tmp_path):
-    scenario = next(s for s in harness.scenarios(16, 1, 0) if s.kind == "xid-79")
+    scenario = next(s for s in fleetgen.scenarios(16, 1, 0) if s.kind == "xid-79")
     root = tmp_path / "capture"
-    harness.build(scenario, root, seed=2)
+    fleetgen.build(scenario, root, seed=2)
     index = root / "hosts" / "gpu0003" / "index.json"
     doc = json.loads(index.read_text())
     cmd = next(it for it in doc["items"] if it["kind"] == "command")

@@ -20,7 +20,8 @@ from fabricase.models import Evidence, Finding, Severity
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-import harness  # noqa: E402  (synthetic fleets written as real capture directories)
+import fleetgen  # noqa: E402  (synthetic fleets written as real capture directories)
+import harness  # noqa: E402  (the harness scoring: which suspects name the injected faults)
 
 _SUSPECT_LINE = re.compile(r"^(critical|major|minor|info) ")
 
@@ -29,14 +30,14 @@ _SUSPECT_LINE = re.compile(r"^(critical|major|minor|info) ")
 def fleet16(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[str]]:
     """16 hosts, 8 of them with one different fault each (the issue's acceptance fleet)."""
     root = tmp_path_factory.mktemp("fleet16") / "capture"
-    return root, harness.build_fleet16(root, seed=1)
+    return root, fleetgen.build_fleet16(root, seed=1)
 
 
 @pytest.fixture(scope="module")
 def clean32(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    scenario = next(s for s in harness.scenarios(32, 1, 1) if s.kind is None)
+    scenario = next(s for s in fleetgen.scenarios(32, 1, 1) if s.kind is None)
     root = tmp_path_factory.mktemp("clean") / "capture"
-    harness.build(scenario, root, seed=3)
+    fleetgen.build(scenario, root, seed=3)
     return root
 
 
@@ -148,9 +149,9 @@ _HOSTILE = "[/x]leaf\x1b[2J"
 def test_hostile_names_from_the_capture_are_escaped(run, monkeypatch, tmp_path):
     """A switch named like rich markup with an ESC sequence (from the inventory): printed as text, the ESC shown
     as \\x1b, nothing crashes."""
-    scenario = next(s for s in harness.scenarios(48, 1, 0) if s.kind == "bad-switch")
+    scenario = next(s for s in fleetgen.scenarios(48, 1, 0) if s.kind == "bad-switch")
     folder = tmp_path / "capture"
-    harness.build(scenario, folder, seed=3)
+    fleetgen.build(scenario, folder, seed=3)
     [switch] = scenario.truth
     inventory = json.loads((folder / "inventory.json").read_text())
     for where in inventory["hosts"].values():

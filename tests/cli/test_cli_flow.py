@@ -172,12 +172,12 @@ def test_attach_a_new_capture_bundles_it_and_uploads_it_to_the_case(run, tmp_pat
 
 def test_join_rebuilds_a_split_bundle_and_refuses_a_missing_part(run, tmp_path):
     sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
-    import harness
+    import fleetgen
 
     from fabricase.bundler.parts import MIN_PART_BYTES, split_bundle
 
-    scenario = next(s for s in harness.scenarios(16, 1, 0) if s.kind == "symbol-errors")
-    harness.build(scenario, tmp_path / "capture", seed=4)
+    scenario = next(s for s in fleetgen.scenarios(16, 1, 0) if s.kind == "symbol-errors")
+    fleetgen.build(scenario, tmp_path / "capture", seed=4)
     opened = run.json("bundle", str(tmp_path / "capture"), "-o", str(tmp_path / "b.tar.gz"))
     bundle = Path(opened["bundle_path"])
     parts = split_bundle(bundle, max(MIN_PART_BYTES, bundle.stat().st_size // 3 + 1), out_dir=tmp_path / "parts")

@@ -27,7 +27,7 @@ from fabricase.models import HostStatus
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-import harness  # noqa: E402  (its capture-stream writer)
+import fleetgen  # noqa: E402  (its capture-stream writer)
 
 HOSTS = [f"gpu{i:03d}" for i in range(1, 33)]
 BAD_UNDER_LEAF_2 = {"gpu009", "gpu010", "gpu011", "gpu013", "gpu014", "gpu016"}
@@ -35,16 +35,16 @@ SWITCH = "switch:leaf-2"
 
 
 def write_fleet(root: Path) -> Path:
-    plan = CapturePlan(collectors=tuple(select_collectors(["rdma"])), interval_s=harness.INTERVAL_S)
+    plan = CapturePlan(collectors=tuple(select_collectors(["rdma"])), interval_s=fleetgen.INTERVAL_S)
     root.mkdir(parents=True)
     write_capture_meta(root, plan=plan, targets={"nodeset": "gpu[001-032]"}, hosts=HOSTS,
                        created_at="2026-11-30T00:00:00Z")
     for host in HOSTS:
-        counters = {name: (10, 10) for name in (*harness.COUNTERS, *harness.HW)}
+        counters = {name: (10, 10) for name in (*fleetgen.COUNTERS, *fleetgen.HW)}
         counters["port_rcv_data"] = counters["port_xmit_data"] = (10**9, 2 * 10**9)
         if host in BAD_UNDER_LEAF_2:
             counters["symbol_error"] = (10, 50)
-        raw = harness._stream([{"dev": "mlx5_0", "counters": counters, "rate": "400 Gb/sec (4X NDR)"}])
+        raw = fleetgen._stream([{"dev": "mlx5_0", "counters": counters, "rate": "400 Gb/sec (4X NDR)"}])
         hc = host_capture_from_stream(host, parse_stream(raw), plan)
         hc.status, hc.transport = HostStatus.OK, "test"
         write_host(root, hc, raw)

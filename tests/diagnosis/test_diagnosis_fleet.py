@@ -18,6 +18,7 @@ from fabricase.placements import inventory_placements, topology_of
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
+import fleetgen  # noqa: E402
 import harness  # noqa: E402
 
 
@@ -28,17 +29,17 @@ def _diagnose(folder: Path, hosts: list[str]):
 
 
 def test_a_clean_fleet_of_128_hosts_has_no_suspect(tmp_path):
-    scenario = next(s for s in harness.scenarios(128, 0, 1) if s.kind is None)
-    harness.build(scenario, tmp_path / "clean", seed=3)
+    scenario = next(s for s in fleetgen.scenarios(128, 0, 1) if s.kind is None)
+    fleetgen.build(scenario, tmp_path / "clean", seed=3)
     d = _diagnose(tmp_path / "clean", scenario.hosts).diagnosis
     assert d.suspects == []
     assert d.verdict_line == "no suspect on 128 hosts; 128 hosts healthy"
     assert all(h.suspects == 0 for h in d.hosts)
 
 
-@pytest.mark.skipif(not hasattr(harness, "build_fleet16"), reason="harness.build_fleet16 not there yet")
+@pytest.mark.skipif(not hasattr(harness, "build_fleet16"), reason="fleetgen.build_fleet16 not there yet")
 def test_the_16_host_fleet_has_one_suspect_per_injected_fault(tmp_path):
-    truth = harness.build_fleet16(tmp_path / "f16", seed=1)
+    truth = fleetgen.build_fleet16(tmp_path / "f16", seed=1)
     d = _diagnose(tmp_path / "f16", [f"gpu{i:04d}" for i in range(1, 17)]).diagnosis
     hits = [harness.suspect_names(s.to_dict()) & truth for s in d.suspects]
     assert all(hits), [s.name for s, h in zip(d.suspects, hits, strict=True) if not h]

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
+import fleetgen  # noqa: E402
 import harness  # noqa: E402
 
 from fabricase.cli import cli  # noqa: E402
@@ -28,23 +29,23 @@ def _analyze_json(folder: Path, home: Path) -> dict:
     return json.loads(result.stdout)
 
 
-_ANALYZED: dict[str | None, tuple[harness.Scenario, dict]] = {}
+_ANALYZED: dict[str | None, tuple[fleetgen.Scenario, dict]] = {}
 
 
 @pytest.fixture
 def analyzed(tmp_path_factory):
     """kind -> (scenario, analyze --json output) of a 128-host scenario, built and analyzed once per kind."""
-    def get(kind: str | None) -> tuple[harness.Scenario, dict]:
+    def get(kind: str | None) -> tuple[fleetgen.Scenario, dict]:
         if kind not in _ANALYZED:
-            scenario = next(s for s in harness.scenarios(128, 1, 1) if s.kind == kind)
+            scenario = next(s for s in fleetgen.scenarios(128, 1, 1) if s.kind == kind)
             root = tmp_path_factory.mktemp(f"scenario-{kind or 'clean'}")
-            harness.build(scenario, root / "capture", seed=3)
+            fleetgen.build(scenario, root / "capture", seed=3)
             _ANALYZED[kind] = scenario, _analyze_json(root / "capture", root / "home")
         return _ANALYZED[kind]
     return get
 
 
-@pytest.mark.parametrize("kind", [*harness.KINDS, None])
+@pytest.mark.parametrize("kind", [*fleetgen.KINDS, None])
 def test_cli_analyze_names_the_injected_fault(analyzed, kind):
     scenario, out = analyzed(kind)
     findings = out["findings"]
@@ -54,7 +55,7 @@ def test_cli_analyze_names_the_injected_fault(analyzed, kind):
     assert storms == (scenario.truth if kind == "pfc-storm" else set())
 
 
-@pytest.mark.parametrize("kind", [*harness.KINDS, None])
+@pytest.mark.parametrize("kind", [*fleetgen.KINDS, None])
 def test_cli_analyze_suspects_are_exactly_the_injected_fault(analyzed, kind):
     """One suspect per fault, naming it; none for background; none at all on a clean fleet."""
     scenario, out = analyzed(kind)
@@ -69,7 +70,7 @@ def test_cli_analyze_suspects_are_exactly_the_injected_fault(analyzed, kind):
 def test_fleet16_gives_one_suspect_per_faulty_host(tmp_path):
     """The acceptance fleet: 16 hosts, 8 of them with one different fault each; exactly 8 suspects, one per
     fault, each on its own host, and the 8 healthy hosts carry none."""
-    truth = harness.build_fleet16(tmp_path / "capture", seed=1)
+    truth = fleetgen.build_fleet16(tmp_path / "capture", seed=1)
     assert len(truth) == 8 and len({t.split("/")[0] for t in truth}) == 8
     out = _analyze_json(tmp_path / "capture", tmp_path / "home")
     assert len(out["hosts"]) == 16
@@ -85,7 +86,7 @@ def test_fleet16_gives_one_suspect_per_faulty_host(tmp_path):
 
 def test_fleet16_library_diagnosis_matches_its_truths(tmp_path):
     """The same through the library (harness.diagnose_folder: diagnose_capture with the inventory)."""
-    truth = harness.build_fleet16(tmp_path / "capture", seed=1)
+    truth = fleetgen.build_fleet16(tmp_path / "capture", seed=1)
     diagnosis, findings, _ = harness.diagnose_folder(tmp_path / "capture")
     result = harness.score(diagnosis, findings, truth)
     assert (result.true_suspects, result.found, result.false_alarms, result.missed, result.duplicates) == \

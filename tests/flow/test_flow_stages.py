@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-import harness  # noqa: E402
+import fleetgen  # noqa: E402
 
 from fabricase import flow  # noqa: E402
 from fabricase.capturedir import load_capture  # noqa: E402
@@ -28,9 +28,9 @@ def paths(tmp_path, monkeypatch):
 
 
 def _scenario(tmp_path: Path, kind: str | None):
-    scenario = next(s for s in harness.scenarios(64, 1, 1) if s.kind == kind)
+    scenario = next(s for s in fleetgen.scenarios(64, 1, 1) if s.kind == kind)
     folder = tmp_path / "capture"
-    harness.build(scenario, folder, seed=3)
+    fleetgen.build(scenario, folder, seed=3)
     return scenario, folder
 
 

@@ -13,7 +13,7 @@ from cli.conftest import home, host_tree, run  # noqa: F401  (the CLI tests' fix
 REPO = Path(__file__).parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import harness  # noqa: E402  (synthetic fleets written as real capture directories)
+import fleetgen  # noqa: E402  (synthetic fleets written as real capture directories)
 
 HOSTS = [f"gpu{i:04d}" for i in range(1, 33)]  # two leaf switches of 16
 
@@ -38,7 +38,7 @@ def fleets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, se
     root = tmp_path_factory.mktemp("fleets")
     out = {}
     for kind in ("pfc-storm", "symbol-errors", "xid-79", "nvlink-replay", "speed-downshift"):
-        scenario = harness.Scenario(kind, kind, HOSTS)
-        harness.build(scenario, root / kind, seed=1)
+        scenario = fleetgen.Scenario(kind, kind, HOSTS)
+        fleetgen.build(scenario, root / kind, seed=1)
         out[kind] = (root / kind, scenario.truth)
     return out

@@ -1,6 +1,6 @@
 """A seeded corpus of secrets and identifying values planted in a real capture, for the redaction tests.
 
-`build_corpus(root, seed)` writes a 32-host fleet from the evaluation harness (benchmarks/harness.py: RDMA
+`build_corpus(root, seed)` writes a 32-host fleet from the evaluation harness (benchmarks/fleetgen.py: RDMA
 counters, RoCE `ethtool -S`, NVLink, and an Xid 79 on one GPU, so that analysis has findings to compare) and
 rewrites every host's stream (capture format 2) to carry, as a real host would:
 - kernel log lines (journal style) with secrets, the host's FQDN, sessions `for user X`;
@@ -34,7 +34,7 @@ from fabricase.models import HostStatus, Placement
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-import harness  # noqa: E402
+import fleetgen  # noqa: E402
 
 __all__ = ["Corpus", "Planted", "build_corpus"]
 
@@ -358,12 +358,12 @@ def _rewrite(raw: bytes, additions: _Host) -> bytes:
 
 def build_corpus(root: Path, seed: int = 6, secrets_per_log: int = 3) -> Corpus:
     """Write the corpus capture at `root` (a new folder) and say what was planted where."""
-    scenario = next(s for s in harness.scenarios(HOSTS, 1, 0) if s.kind == "xid-79")
-    harness.build(scenario, root, seed)
+    scenario = next(s for s in fleetgen.scenarios(HOSTS, 1, 0) if s.kind == "xid-79")
+    fleetgen.build(scenario, root, seed)
     rng = random.Random(seed)
     maker = _Maker(rng)
     corpus = Corpus(root=root, hosts=list(scenario.hosts))
-    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "ethtool"])), interval_s=harness.INTERVAL_S)
+    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "ethtool"])), interval_s=fleetgen.INTERVAL_S)
     placements = []
     for index, host in enumerate(corpus.hosts):
         additions = _Host(corpus, maker, host, index)

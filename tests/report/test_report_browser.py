@@ -23,7 +23,7 @@ from fabricase.placements import inventory_placements, topology_of
 from fabricase.report import html_report
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
-import harness  # noqa: E402
+import fleetgen  # noqa: E402
 
 EVIL = "<script>alert(1)</script>"
 # Colours the page must show on screen (report.html.j2): a critical finding's heat-map cell, the critical badge,
@@ -40,7 +40,7 @@ def report(tmp_path_factory):
     """A 64-host capture with symbol errors on one port, an unreachable host named like an attack, a failed
     command and a truncated item: the report file and what went into it."""
     folder = tmp_path_factory.mktemp("browser") / "capture"
-    harness.build(next(s for s in harness.scenarios(64, 1, 1) if s.kind == "symbol-errors"), folder, seed=3)
+    fleetgen.build(next(s for s in fleetgen.scenarios(64, 1, 1) if s.kind == "symbol-errors"), folder, seed=3)
     capture = load_capture(folder)
     placements = inventory_placements(folder / "inventory.json", [h.host for h in capture.hosts])
     cmd = next(it for it in capture.hosts[1].items if it.kind == "command")
@@ -88,10 +88,10 @@ def test_the_screenshot_shows_the_report(report, tmp_path):
 
 @pytest.fixture(scope="module")
 def fleet16(tmp_path_factory):
-    """The acceptance capture (harness.build_fleet16: 16 hosts, 8 of them with one different fault each),
+    """The acceptance capture (fleetgen.build_fleet16: 16 hosts, 8 of them with one different fault each),
     diagnosed as `open` does, and its report as the bundle holds it: the page, the diagnosis."""
     folder = tmp_path_factory.mktemp("fleet16") / "capture"
-    harness.build_fleet16(folder, seed=1)
+    fleetgen.build_fleet16(folder, seed=1)
     capture = load_capture(folder, verify=False)
     placements = inventory_placements(folder / "inventory.json", [h.host for h in capture.hosts])
     done = diagnose_capture(capture, topology=topology_of(placements), placements=placements)

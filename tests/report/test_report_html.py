@@ -23,7 +23,7 @@ from fabricase.report.plots import X0, X1, suspects
 from fabricase.report.rates import fleet_rates, level_of
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
-import harness  # noqa: E402
+import fleetgen  # noqa: E402
 
 REPO = Path(__file__).parents[2]
 
@@ -32,7 +32,7 @@ REPO = Path(__file__).parents[2]
 def scenario(tmp_path_factory):
     """A real capture directory: 64 hosts x 8 RDMA ports, NVLinks and RoCE ports, symbol errors on one port."""
     folder = tmp_path_factory.mktemp("scenario") / "capture"
-    harness.build(next(s for s in harness.scenarios(64, 1, 1) if s.kind == "symbol-errors"), folder, seed=3)
+    fleetgen.build(next(s for s in fleetgen.scenarios(64, 1, 1) if s.kind == "symbol-errors"), folder, seed=3)
     return folder
 
 

@@ -25,7 +25,7 @@ from fabricase.templates.severity import DOWN_VERDICTS
 from fabricase.templates.suspects import TITLE_MAX, is_suspect_section, shorten, ticket_title
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
-import harness  # noqa: E402
+import fleetgen  # noqa: E402
 
 DESKS = ("generic", "aws", "gcp", "azure", "jira", "zendesk", "email")
 RUN = {h: {c.name for c in CHECKS} - {"dcgm", "nccl-tests", "rdma-bw"} for h in sc.HOSTS}
@@ -213,7 +213,7 @@ def _real(folder: Path, desk: str):
 @pytest.fixture(scope="module")
 def fleet16(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fleet16") / "capture"
-    truths = harness.build_fleet16(folder, seed=1)
+    truths = fleetgen.build_fleet16(folder, seed=1)
     return folder, truths
 
 
@@ -238,9 +238,9 @@ def test_a_real_16_host_capture_with_8_faults(fleet16, desk):
 
 @pytest.mark.parametrize("kind", ["symbol-errors", "link-flap", "xid-79", "bad-switch"])
 def test_a_real_128_host_capture_with_one_fault(tmp_path, kind):
-    scenario = next(s for s in harness.scenarios(128, 1, 0) if s.kind == kind)
+    scenario = next(s for s in fleetgen.scenarios(128, 1, 0) if s.kind == kind)
     folder = tmp_path / "capture"
-    harness.build(scenario, folder, seed=3)
+    fleetgen.build(scenario, folder, seed=3)
     d, analysis = _real(folder, "aws")
     owned = [s for s in analysis.diagnosis.suspects if s.owner == "provider"]
     assert len(owned) == 1

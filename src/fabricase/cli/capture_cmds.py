@@ -222,15 +222,13 @@ def join(parts, out, as_json):
 def draft(source, provider, symptom, severity, as_json):
     """Render the provider ticket for a capture or bundle without filing anything: exactly the text filing would
     send (redacted, and fitted to the desk's length limit), less the bundle id that filing adds."""
-    from fabricase.escalate import desk_of, fit_draft, make_draft, make_redactor, redact_draft, severity_of
+    from fabricase.escalate import desk_of, fit_draft, make_draft, make_redactor, redact_draft, severity_of, template_of
 
     capture = _load(source)
     placements, _ = _placements(capture, source, None)
     analysis = _diagnose(capture, placements)
     desk = desk_of(provider, paths())
-    # As open renders it: a static provider filing to Jira or Zendesk gets that desk's ticket.
-    rendered_for = desk if provider == "static" and desk != "outbox" else provider
-    d = make_draft(capture, analysis.findings, provider=rendered_for, symptom=symptom,
+    d = make_draft(capture, analysis.findings, provider=template_of(provider, desk), symptom=symptom,
                    severity=Severity(severity) if severity else severity_of(analysis.diagnosis),
                    placements=placements, bundle_id=None, escalation_id=None, diagnosis=analysis.diagnosis)
     d = fit_draft(redact_draft(d, make_redactor(capture)), desk)
@@ -282,8 +280,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
         })
         return
     print_hosts(result.capture)
-    diagnosis = result.diagnosis or _diagnose(result.capture, result.placements).diagnosis
-    print_diagnosis(diagnosis, result.findings, show_findings=show_findings)
+    print_diagnosis(result.diagnosis, result.findings, show_findings=show_findings)
     out_console.print(f"Bundle      {markup_safe(result.bundle.path)}\n  id        {result.bundle.bundle_id}",
                       soft_wrap=True)
     out_console.print(f"Ticket      {markup_safe(result.ticket_path)}", soft_wrap=True)

@@ -212,7 +212,7 @@ def write_ec2_capture(root: Path, instances: dict[str, str | None], bad: set[str
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[3] / "benchmarks"))
-    import harness
+    import fleetgen
 
     from fabricase.capturedir import host_capture_from_stream, write_capture_meta, write_host
     from fabricase.collectors import select_collectors
@@ -220,16 +220,16 @@ def write_ec2_capture(root: Path, instances: dict[str, str | None], bad: set[str
     from fabricase.collectors.plan import CapturePlan
     from fabricase.models import HostStatus
 
-    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "identity"])), interval_s=harness.INTERVAL_S)
+    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "identity"])), interval_s=fleetgen.INTERVAL_S)
     root.mkdir(parents=True)
     write_capture_meta(root, plan=plan, targets={"nodeset": ",".join(instances)}, hosts=list(instances),
                        created_at="2026-11-30T00:00:00Z")
     for host, instance_id in instances.items():
-        counters = {name: (10, 10) for name in (*harness.COUNTERS, *harness.HW)}
+        counters = {name: (10, 10) for name in (*fleetgen.COUNTERS, *fleetgen.HW)}
         counters["port_rcv_data"] = counters["port_xmit_data"] = (10**9, 2 * 10**9)
         if host in bad:
             counters["symbol_error"] = (10, 50)
-        raw = harness._stream([{"dev": "mlx5_0", "counters": counters, "rate": "400 Gb/sec (4X NDR)"}])
+        raw = fleetgen._stream([{"dev": "mlx5_0", "counters": counters, "rate": "400 Gb/sec (4X NDR)"}])
         dmi = {"sys_vendor": "Amazon EC2", "product_name": "p5.48xlarge", "board_asset_tag": instance_id}
         items = b"".join(
             f"@@FC1 I identity file 0 0 {len(value) + 1} 0 - - /sys/class/dmi/id/{name}\n".encode()

@@ -14,7 +14,7 @@ from fabricase.providers.identity import AZURE_CHASSIS_ASSET_TAG
 
 sys.path.insert(0, str(Path(__file__).parents[3] / "benchmarks"))
 
-import harness  # noqa: E402  (its capture-stream writer)
+import fleetgen  # noqa: E402  (its capture-stream writer)
 
 AZURE_DMI = {
     "/sys/class/dmi/id/sys_vendor": "Microsoft Corporation",
@@ -35,16 +35,16 @@ def _identity_item(source: str, data: bytes) -> bytes:
 def write_azure_capture(root: Path, hosts: dict[str, str], flapping: str) -> Path:
     """A capture of Azure ND VMs: hosts maps host -> its physical host name (Hyper-V KVP pool 3, captured at
     /var/lib/hyperv/.kvp_pool_3); DMI says Azure; one RDMA port of `flapping` went down twice."""
-    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "identity"])), interval_s=harness.INTERVAL_S)
+    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "identity"])), interval_s=fleetgen.INTERVAL_S)
     root.mkdir(parents=True)
     write_capture_meta(root, plan=plan, targets={"nodeset": ",".join(hosts)}, hosts=list(hosts),
                        created_at="2026-11-30T00:00:00Z")
     for host, physical in hosts.items():
-        counters = {name: (10, 10) for name in (*harness.COUNTERS, *harness.HW)}
+        counters = {name: (10, 10) for name in (*fleetgen.COUNTERS, *fleetgen.HW)}
         counters["port_rcv_data"] = counters["port_xmit_data"] = (10**9, 2 * 10**9)
         if host == flapping:
             counters["link_downed"] = (1, 3)
-        raw = harness._stream([{"dev": "mlx5_0", "counters": counters, "rate": "400 Gb/sec (4X NDR)"}])
+        raw = fleetgen._stream([{"dev": "mlx5_0", "counters": counters, "rate": "400 Gb/sec (4X NDR)"}])
         items = b"".join(_identity_item(src, (text + "\n").encode()) for src, text in
                          {**AZURE_DMI, "/proc/sys/kernel/hostname": host}.items())
         items += _identity_item("/var/lib/hyperv/.kvp_pool_3",

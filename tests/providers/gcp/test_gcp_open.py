@@ -20,7 +20,7 @@ from fabricase.models import HostStatus
 
 sys.path.insert(0, str(Path(__file__).parents[3] / "benchmarks"))
 
-import harness  # noqa: E402  (its capture-stream writer)
+import fleetgen  # noqa: E402  (its capture-stream writer)
 
 HOSTS = [f"a3u-node-{i}" for i in range(8)]
 BAD = "a3u-node-5"
@@ -40,16 +40,16 @@ def _identity_items(host: str) -> bytes:
 
 def write_gce_capture(root: Path) -> Path:
     """Eight A3 Ultra VMs, two sub-blocks of one block; symbol errors on one RDMA port of BAD."""
-    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "identity"])), interval_s=harness.INTERVAL_S)
+    plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "identity"])), interval_s=fleetgen.INTERVAL_S)
     root.mkdir(parents=True)
     write_capture_meta(root, plan=plan, targets={"nodeset": "a3u-node-[0-7]"}, hosts=HOSTS,
                        created_at="2026-11-30T00:00:00Z")
     for host in HOSTS:
-        counters = {name: (10, 10) for name in (*harness.COUNTERS, *harness.HW)}
+        counters = {name: (10, 10) for name in (*fleetgen.COUNTERS, *fleetgen.HW)}
         counters["port_rcv_data"] = counters["port_xmit_data"] = (10**9, 2 * 10**9)
         if host == BAD:
             counters["symbol_error"] = (10, 90)
-        raw = harness._stream([{"dev": "mlx5_0", "counters": counters, "rate": "400 Gb/sec (4X NDR)"}])
+        raw = fleetgen._stream([{"dev": "mlx5_0", "counters": counters, "rate": "400 Gb/sec (4X NDR)"}])
         raw = raw.replace(b"@@FC1 END\n", _identity_items(host) + b"@@FC1 END\n")
         hc = host_capture_from_stream(host, parse_stream(raw), plan)
         hc.status, hc.transport = HostStatus.OK, "test"
