@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "BundleError",
     "CaptureError",
@@ -34,12 +36,38 @@ __all__ = [
     "TrackerError",
     "TransportError",
     "UnsupportedError",
+    "UNSAFE_CHARACTERS",
     "VerifyError",
+    "inert",
 ]
+
+# What a terminal acts on instead of showing: C0 and C1 controls (ESC, CR, BS, BEL, newline...), DEL, lone
+# surrogates (from undecodable bytes, which cannot even be written to a UTF-8 stream), the zero-width and
+# direction marks, line and paragraph separators, the bidirectional embeddings, overrides and isolates that
+# reorder what is shown ("Trojan Source"), and the byte-order mark. A regex [class] body, shared with cli.output.
+UNSAFE_CHARACTERS = r"\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff"
+_UNSAFE = re.compile(f"[{UNSAFE_CHARACTERS}]")
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _SHORT.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def inert(text: object) -> str:
+    """`text` as one line that a terminal shows and never acts on: each unsafe character written as its Python
+    escape (\\x1b, \\r, \\n, \\u202e); everything else, markup-like brackets included, kept as it is.
+
+    Errors quote data (a host name, a path, a member name), and they and the CLI render through this one
+    function; it lives here, the lowest module, so that the library's errors need nothing from the CLI."""
+    return _UNSAFE.sub(_escaped, str(text))
 
 
 class FabricaseError(Exception):
-    """Base of every error fabricase raises on purpose."""
+    """Base of every error fabricase raises on purpose. It renders as one inert line ("where: message"), however
+    the host names, paths or member names it quotes were made."""
 
     def __init__(self, message: str, *, where: str | None = None) -> None:
         super().__init__(message)
@@ -47,7 +75,7 @@ class FabricaseError(Exception):
         self.where = where
 
     def __str__(self) -> str:
-        return f"{self.where}: {self.message}" if self.where else self.message
+        return inert(f"{self.where}: {self.message}" if self.where else self.message)
 
 
 class ConfigError(FabricaseError):

@@ -16,6 +16,7 @@ from typing import Any
 from fabricase.errors import FabricaseError, ProviderError, TrackerError, UnsupportedError
 from fabricase.models import Escalation, EscalationState, TicketDraft
 from fabricase.providers.base import Feature, FilingResult, Provider, attachment_ref, case_marker
+from fabricase.redact import gate
 from fabricase.tracker import Tracker
 
 __all__ = [
@@ -175,6 +176,7 @@ def comment(tracker: Tracker, provider: Provider | None, esc_id: str, text: str,
     matches the desk's copy to this event instead of recording it a second time."""
     if not text.strip():
         raise ProviderError("an empty comment", where=esc_id)
+    text = gate.text(text)  # recorded as sent: the tracker and the desk hold the same, redacted, text
     esc = tracker.get(esc_id)
     reason = _why_not(provider, esc, Feature.COMMENT, local=local)
     tracker.add_event(esc.id, "comment", text.strip(), {"author": "us", "from_provider": False,
@@ -186,7 +188,7 @@ def comment(tracker: Tracker, provider: Provider | None, esc_id: str, text: str,
 
 def attach(tracker: Tracker, provider: Provider, esc_id: str, files: list[Path], note: str) -> ActionResult:
     """Upload files to the case with a note; an "attach" event lists each file's name, size and sha256."""
-    files = [Path(f) for f in files]
+    files, note = [Path(f) for f in files], gate.text(note)
     missing = [str(f) for f in files if not f.is_file()]
     if not files or missing:
         raise ProviderError("no file to attach" if not files else "not a file", where=", ".join(missing) or esc_id)
@@ -194,8 +196,9 @@ def attach(tracker: Tracker, provider: Provider, esc_id: str, files: list[Path],
     reason = _why_not(provider, esc, Feature.ATTACH)
     if reason is not None:  # before any upload: attaching only in the tracker would mean nothing
         raise UnsupportedError(f"cannot attach: {reason}", where=esc.id)
-    refs = [attachment_ref(f) for f in files]
-    _call_desk(tracker, provider, esc, Feature.ATTACH, lambda case: provider.attach(case, files, note))
+    with gate.files(files) as sent:  # what the desk gets, and so what the event lists: redacted copies
+        refs = [attachment_ref(f) for f in sent]
+        _call_desk(tracker, provider, esc, Feature.ATTACH, lambda case: provider.attach(case, sent, note))
     detail = f"{len(files)} file(s) attached" + (f": {note}" if note else "")
     tracker.add_event(esc.id, "attach", detail, {"files": refs, "note": note, **_desk_data(esc, None)})
     return ActionResult(tracker.get(esc.id), True, None)
@@ -204,7 +207,7 @@ def attach(tracker: Tracker, provider: Provider, esc_id: str, files: list[Path],
 def resolve(tracker: Tracker, provider: Provider | None, esc_id: str, note: str | None = None, *,
             local: bool = False) -> ActionResult:
     """Tell the desk the case is resolved, then record it (nothing is sent for one resolved already)."""
-    esc = tracker.get(esc_id)
+    esc, note = tracker.get(esc_id), gate.text(note) if note else note
     if not esc.state.is_open:
         return ActionResult(esc, False, f"{esc.id} is {esc.state} already")
     reason = _why_not(provider, esc, Feature.RESOLVE, local=local)
@@ -217,7 +220,7 @@ def resolve(tracker: Tracker, provider: Provider | None, esc_id: str, note: str 
 def reopen(tracker: Tracker, provider: Provider | None, esc_id: str, note: str, *,
            local: bool = False) -> ActionResult:
     """Reopen a resolved or closed case at the desk; it then waits on the provider again."""
-    esc = tracker.get(esc_id)
+    esc, note = tracker.get(esc_id), gate.text(note) if note else note
     if esc.state.is_open:
         raise TrackerError(f"{esc.id} is open ({esc.state}): nothing to reopen", where=esc.id)
     reason = _why_not(provider, esc, Feature.REOPEN, local=local)

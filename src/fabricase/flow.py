@@ -36,6 +36,7 @@ from fabricase.escalate import (
 from fabricase.models import Bundle, Capture, Escalation, HostSummary, Placement, Severity, TicketDraft
 from fabricase.pipeline import Analysis, diagnose_capture
 from fabricase.placements import topology_of
+from fabricase.redact import gate
 
 if TYPE_CHECKING:
     from fabricase.config import Paths
@@ -214,7 +215,7 @@ def render(capture: Capture, analysis: Analysis, located: Located, p: Escalation
            b: Bundle) -> Rendered:
     """The ticket naming the bundle, through the same redaction as the bundle, then fitted to the desk."""
     draft = redact_draft(_draft(capture, analysis, located, p, rec, b.bundle_id), rec.redactor)
-    return Rendered(draft, fit_draft(draft, p.desk))
+    return Rendered(draft, gate.outbound(fit_draft(draft, p.desk)))  # the gate runs on the final text
 
 
 @dataclass

@@ -18,4 +18,10 @@ __all__ = ["cli", "main"]
 
 
 def main() -> NoReturn:
+    """The console script. A character the terminal's encoding lacks (a host name in UTF-8 on a latin-1 locale)
+    is written as a backslash escape, not raised: printing never fails a command, least of all after filing."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     sys.exit(cli.main(prog_name="fabricase"))

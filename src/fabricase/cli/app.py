@@ -14,7 +14,8 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fabricase import __version__
-from fabricase.cli.output import err_console
+from fabricase.cli.options import bounded
+from fabricase.cli.output import echo_line, err_console, inert
 from fabricase.config import Paths, resolve_paths
 from fabricase.errors import CaptureInterrupted, FabricaseError, TargetError
 from fabricase.models import Capture
@@ -23,10 +24,11 @@ EXIT_PARTIAL = 3
 
 
 class _Failure(click.ClickException):
-    """A one-line error and exit 1 (click's own UsageError keeps exit 2)."""
+    """A one-line error and exit 1 (click's own UsageError keeps exit 2). The message may quote data (an
+    internal error's text can hold anything): it is printed inert."""
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"fabricase: error: {self.format_message()}", err=True)
+        echo_line(f"fabricase: error: {self.format_message()}", err=True)
 
 
 def _debug_on(ctx: click.Context | None) -> bool:
@@ -44,13 +46,16 @@ class FabricaseGroup(click.Group):
         try:
             return super().invoke(ctx)
         except CaptureInterrupted as exc:
-            click.echo(f"fabricase: {exc}", err=True)
+            echo_line(f"fabricase: {exc}", err=True)
             ctx.exit(130)
         except FabricaseError as exc:
             if _debug_on(ctx):
                 raise
             raise _Failure(str(exc)) from exc
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
+        except click.ClickException as exc:  # a usage error may quote what was given: click prints it inert too
+            exc.message = inert(exc.message)
+            raise
+        except (click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:
             click.echo("fabricase: interrupted", err=True)
@@ -81,18 +86,17 @@ def target_options(f):
                      help="The nodes of a Slurm job (captured with srun while it runs, over ssh after).")(f)
     f = click.option("--hosts", "hosts", metavar="NODESET", default=None,
                      help="Hosts to capture, e.g. 'gpu[001-064]' or 'localhost'.")(f)
-    f = click.option("--interval", type=float, default=3.0, show_default=True,
-                     help="Seconds between the two counter snapshots.")(f)
-    f = click.option("--since", "since_h", type=float, default=24.0, show_default=True,
-                     help="How many hours of kernel log to keep.")(f)
-    f = click.option("--timeout", type=float, default=None,
-                     help="Per-host capture time limit in seconds (default: derived from the collectors).")(f)
+    f = click.option("--interval", **bounded("--interval", "Seconds between the two counter snapshots."),
+                     default=3.0, show_default=True)(f)
+    f = click.option("--since", "since_h", **bounded("--since", "How many hours of kernel log to keep."),
+                     default=24.0, show_default=True)(f)
+    f = click.option("--timeout", **bounded("--timeout", "Per-host capture time limit in seconds (default: derived "
+                                                        "from the collectors)."), default=None)(f)
     f = click.option("--collector", "collectors", multiple=True,
                      help="Run only this collector (repeatable).")(f)
-    f = click.option("--fanout", type=click.IntRange(1, 4096), default=64, show_default=True,
-                     help="Hosts captured at once.")(f)
-    f = click.option("--deadline", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="Overall limit in seconds; hosts not started by then are recorded as timed out.")(f)
+    f = click.option("--fanout", **bounded("--fanout", "Hosts captured at once."), default=64, show_default=True)(f)
+    f = click.option("--deadline", **bounded("--deadline", "Overall limit in seconds; hosts not started by then are "
+                                                          "recorded as timed out."), default=None)(f)
     f = click.option("--ssh-option", "ssh_options", multiple=True, metavar="OPT",
                      help="An ssh option: 'KEY=VALUE' (as -o KEY=VALUE, e.g. 'ProxyJump=bastion'), or "
                           "'-F FILE', '-i KEY', '-J HOST', '-p PORT' passed as given (repeatable).")(f)
@@ -123,7 +127,8 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
             raise TargetError("--nccl-log is copied into a new capture; it cannot be added to a replay",
                               where="--nccl-log")
         return load_replay(targets.replay)
-    opts = CollectOptions(via=target["via"], interval_s=target["interval"], since_s=int(target["since_h"] * 3600),
+    opts = CollectOptions(via=target["via"], interval_s=target["interval"],
+                          since_s=max(1, round(target["since_h"] * 3600)),
                           timeout_s=target["timeout"], collectors=tuple(target["collectors"]), root=target["root"],
                           nccl_logs=tuple(target["nccl_logs"]), perf=target["perf"], fanout=target["fanout"],
                           deadline_s=target["deadline"], ssh_options=tuple(target["ssh_options"]),
@@ -143,8 +148,8 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
             if took is not None and took > slowest[0]:
                 slowest[:] = [took, run.host]
             slow = f"; slowest {slowest[1]} {slowest[0]:.1f}s" if slowest[1] else ""
-            progress.update(task, advance=1, description=f"capturing: {counts['ok']} ok, {counts['failed']} "
-                                                         f"failed{slow}")
+            progress.update(task, advance=1, description=inert(f"capturing: {counts['ok']} ok, "
+                                                               f"{counts['failed']} failed{slow}"))
 
         return collect(targets, opts, out_dir, on_host=on_host)
 
@@ -163,7 +168,7 @@ class progress_bar:
     """A progress bar on stderr for a fan-out; silent when quiet or not a terminal."""
 
     def __init__(self, total: int, quiet: bool) -> None:
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=err_console, transient=True,
                                  disable=quiet or not err_console.is_terminal)
         self.total = total

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from fabricase.cli.app import EXIT_PARTIAL, capture_from_targets, cli, paths, target_options
-from fabricase.cli.output import emit_json, err_console, hosts_json, markup_safe, out_console, print_hosts
+from fabricase.cli.output import emit_json, err_console, hosts_json, inert, inert_lines, out_console, print_hosts
 from fabricase.cli.screen import diagnosis_json, print_diagnosis
 from fabricase.errors import ParseError, VerifyError
 from fabricase.models import HostStatus, Severity
@@ -88,7 +88,7 @@ def collect(out_dir, inventory, show_findings, as_json, **target):
     else:
         print_hosts(capture)
         if stored:
-            out_console.print(f"Placements stored in {markup_safe(stored)}", soft_wrap=True)
+            out_console.print(f"Placements stored in {stored}", soft_wrap=True)
         print_diagnosis(analysis.diagnosis, analysis.findings, show_findings=show_findings)
     if ok == 0:
         raise click.exceptions.Exit(1)
@@ -127,10 +127,10 @@ def analyze(source, inventory, show_findings, as_json):
                    "findings": [f.to_dict() for f in analysis.findings], **diagnosis_json(analysis.diagnosis)})
     else:
         print_hosts(capture)
-        out_console.print(markup_safe(topology.describe()), soft_wrap=True)
+        out_console.print(topology.describe(), soft_wrap=True)
         print_diagnosis(analysis.diagnosis, analysis.findings, show_findings=show_findings)
     if topology.warning:
-        err_console.print(f"warning: {markup_safe(topology.warning)}", style="yellow", highlight=False, soft_wrap=True)
+        err_console.print(f"warning: {topology.warning}", style="yellow", soft_wrap=True)
 
 
 @cli.command()
@@ -166,7 +166,8 @@ def bundle(source, out, provider, symptom, pseudonymize, as_json):
     if as_json:
         emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size})
     else:
-        out_console.print(f"Bundle {b.path}\n  id {b.bundle_id}\n  {b.members} members, {b.size} bytes", soft_wrap=True)
+        for line in (f"Bundle {b.path}", f"  id {b.bundle_id}", f"  {b.members} members, {b.size} bytes"):
+            out_console.print(line, soft_wrap=True)
 
 
 @cli.command()
@@ -187,7 +188,7 @@ def verify(bundle_path, as_json):
         out_console.print(f"OK {bundle_path}: {report.members} members, bundle id {report.bundle_id}", soft_wrap=True)
         return
     for problem in report.problems:
-        err_console.print(f"{bundle_path}: {problem}", highlight=False)
+        err_console.print(f"{bundle_path}: {problem}")  # a member name is data: one inert line each
     raise VerifyError(f"{len(report.problems)} problem(s): {report.problems[0]}", where=str(bundle_path),
                       problems=report.problems)
 
@@ -207,7 +208,8 @@ def join(parts, out, as_json):
     if as_json:
         emit_json({"bundle_path": str(joined), "bundle_id": report.bundle_id, "parts": len(parts), "ok": report.ok})
     else:
-        out_console.print(f"Joined {len(parts)} part(s) into {joined}\n  id {report.bundle_id}", soft_wrap=True)
+        out_console.print(f"Joined {len(parts)} part(s) into {joined}", soft_wrap=True)
+        out_console.print(f"  id {report.bundle_id}", soft_wrap=True)
     if not report.ok:
         raise VerifyError(f"the joined bundle does not verify: {report.problems[0]}", where=str(joined),
                           problems=report.problems)
@@ -236,7 +238,7 @@ def draft(source, provider, symptom, severity, as_json):
         emit_json({"provider": d.provider, "title": d.title, "body": d.body, "severity": str(d.severity),
                    "hosts": d.hosts, "components": d.components})
     else:
-        click.echo(d.title + "\n\n" + d.body)
+        click.echo(inert_lines(d.title + "\n\n" + d.body))  # the ticket's lines, each inert
 
 
 @cli.command(name="open")
@@ -279,15 +281,33 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
             "timings_s": result.timings,
         })
         return
+    try:
+        _print_opened(result, provider, show_findings)
+    except Exception as exc:  # filed already: a failure to print must not invite a second filing
+        line = inert(f"warning: could not print the summary ({type(exc).__name__}: {exc}); "
+                     f"{_filed_line(result, provider)}")
+        click.echo(line.encode("ascii", "backslashreplace").decode("ascii"), err=True)  # ASCII: any stderr takes it
+
+
+def _filed_line(result, provider: str) -> str:
+    esc = result.escalation
+    if esc is None:
+        return "dry run: nothing filed or tracked"
+    return f"escalation {esc.id} ({esc.state}, {provider} case {esc.provider_case_id}), ticket {result.ticket_path}"
+
+
+def _print_opened(result, provider: str, show_findings: bool) -> None:
+    """What `open` prints for people once the escalation is filed (or drafted, with --dry-run)."""
+    esc = result.escalation
     print_hosts(result.capture)
     print_diagnosis(result.diagnosis, result.findings, show_findings=show_findings)
-    out_console.print(f"Bundle      {markup_safe(result.bundle.path)}\n  id        {result.bundle.bundle_id}",
-                      soft_wrap=True)
-    out_console.print(f"Ticket      {markup_safe(result.ticket_path)}", soft_wrap=True)
+    out_console.print(f"Bundle      {result.bundle.path}", soft_wrap=True)
+    out_console.print(f"  id        {result.bundle.bundle_id}", soft_wrap=True)
+    out_console.print(f"Ticket      {result.ticket_path}", soft_wrap=True)
     if esc:
-        out_console.print(f"Escalation  {esc.id} ({esc.state}, {provider} case {markup_safe(esc.provider_case_id)})")
+        out_console.print(f"Escalation  {esc.id} ({esc.state}, {provider} case {esc.provider_case_id})", soft_wrap=True)
     else:
         out_console.print("Dry run: nothing filed or tracked. Filing would send:")
         for n, r in enumerate(result.requests, 1):
             out_console.print(f"  {n}. {r.service} {r.operation} {json.dumps(r.payload, sort_keys=True)}",
-                              soft_wrap=True, highlight=False, markup=False)
+                              soft_wrap=True)

@@ -11,7 +11,8 @@ import click
 
 from fabricase.cli.app import capture_from_targets, cli, paths, target_options
 from fabricase.cli.capture_cmds import _inventory_option, _load, _placements
-from fabricase.cli.output import emit_json, err_console, hosts_json, markup_safe, out_console
+from fabricase.cli.options import bounded
+from fabricase.cli.output import echo_line, emit_json, err_console, hosts_json, out_console
 from fabricase.errors import CaptureInterrupted, FabricaseError, TrackerError
 from fabricase.models import Capture, HostStatus
 
@@ -35,8 +36,7 @@ def _escalations(enabled: bool):
         with Tracker.open(paths()) as tracker:
             return escalation_series(tracker.overview(state="open"), datetime.now(UTC))
     except TrackerError as exc:
-        err_console.print(f"warning: escalations not exported: {exc}", style="yellow", highlight=False,
-                          soft_wrap=True)
+        err_console.print(f"warning: escalations not exported: {exc}", style="yellow", soft_wrap=True)
         return None
 
 
@@ -75,7 +75,7 @@ def export(source, out_dir, inventory, escalations, as_json):
         emit_json(_public(result))
     else:
         out_console.print(f"Wrote {result['series']} series ({result['families']} metrics, {result['suspects']} "
-                          f"suspect(s), {result['findings']} finding(s)) to {markup_safe(result['textfile'])}",
+                          f"suspect(s), {result['findings']} finding(s)) to {result['textfile']}",
                           soft_wrap=True)
 
 
@@ -86,12 +86,12 @@ def _sleep(seconds: float) -> None:
 
 @cli.command()
 @target_options
-@click.option("--interval-s", "period_s", type=click.FloatRange(min=0), default=300.0, show_default=True,
-              help="Seconds from the start of one capture to the start of the next.")
+@click.option("--interval-s", "period_s", default=300.0, show_default=True,
+              **bounded("--interval-s", "Seconds from the start of one capture to the start of the next."))
 @_textfile_option
 @click.option("--listen", metavar="ADDR:PORT", default=None,
               help="Also serve /metrics on this address, e.g. 127.0.0.1:9464 (the textfile is written either way).")
-@click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after this many rounds.")
+@click.option("--count", default=None, **bounded("--count", "Stop after this many rounds."))
 @_inventory_option
 @_escalations_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line per round on stdout.")
@@ -128,10 +128,10 @@ def watch(ctx, period_s, out_dir, listen, count, inventory, escalations, as_json
         else:
             out_console.print(f"round {n}: {ok}/{len(result['hosts'])} host(s), {result['suspects']} suspect(s), "
                               f"{result['findings']} finding(s), {result['series']} series -> "
-                              f"{markup_safe(result['textfile'])}", soft_wrap=True)
+                              f"{result['textfile']}", soft_wrap=True)
 
     def warn(n: int, exc: FabricaseError) -> None:
-        err_console.print(f"warning: round {n} failed: {exc}", style="yellow", highlight=False, soft_wrap=True)
+        err_console.print(f"warning: round {n} failed: {exc}", style="yellow", soft_wrap=True)
 
     try:
         if server is not None and not as_json:
@@ -140,8 +140,8 @@ def watch(ctx, period_s, out_dir, listen, count, inventory, escalations, as_json
         done = watch_loop(one_round, interval_s=period_s, count=count, on_error=warn, sleep=_sleep)
     except KeyboardInterrupt:
         kept = out_dir / "fabricase.prom"
-        click.echo(f"fabricase: interrupted; {kept} keeps the last round's metrics"
-                   if kept.is_file() else "fabricase: interrupted", err=True)
+        echo_line(f"fabricase: interrupted; {kept} keeps the last round's metrics"
+                  if kept.is_file() else "fabricase: interrupted", err=True)
         ctx.exit(130)
     finally:
         if server is not None:

@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from fabricase.cli.app import cli, paths
-from fabricase.cli.output import emit_json, out_console
+from fabricase.cli.output import emit_json, inert_text, out_console
 from fabricase.errors import FabricaseError
 
 # provider -> the SDK modules it needs (the registry's lazy imports bring them only when used)
@@ -86,7 +87,8 @@ def list_providers(as_json: bool) -> None:
         if not info["available"]:
             table.add_row(name, sdk, "-", info["error"])
             continue
-        lacking = "\n".join(f"{f}: {why}" for f, why in info["unsupported"].items()) or "-"
+        # one line per feature: the line breaks are ours, the reasons inert
+        lacking = Text("\n").join(inert_text(f"{f}: {why}") for f, why in info["unsupported"].items()) or "-"
         table.add_row(name, sdk, ", ".join(info["features"]), lacking)
     out_console.print(table)
 
@@ -137,8 +139,8 @@ def check(names: tuple[str, ...], as_json: bool) -> None:
             table.add_column(col, overflow="fold")
         for report in reports:
             for c in report["checks"]:
-                table.add_row(report["name"], c["check"], "[green]ok[/]" if c["ok"] else "[red]FAILED[/]",
-                              c["detail"])
+                result = Text("ok", style="green") if c["ok"] else Text("FAILED", style="red")
+                table.add_row(report["name"], c["check"], result, c["detail"])  # str cells: printed inert
         out_console.print(table)
     if not ok:
         raise click.exceptions.Exit(1)

@@ -8,12 +8,13 @@ import sys
 import click
 
 from fabricase.cli.app import cli
+from fabricase.cli.options import bounded
 
 
 @cli.command(hidden=True)
 @click.option("--hosts", required=True, metavar="NODESET", help="The hosts this gateway captures.")
-@click.option("--fanout", type=click.IntRange(1, 4096), default=64, show_default=True, help="Hosts at once.")
-@click.option("--timeout", type=float, required=True, help="Per-host time limit in seconds.")
+@click.option("--fanout", default=64, show_default=True, **bounded("--fanout", "Hosts at once."))
+@click.option("--timeout", required=True, **bounded("--timeout", "Per-host time limit in seconds."))
 @click.option("--ssh-option", "ssh_options", multiple=True, metavar="OPT", help="As for collect (repeatable).")
 @click.option("--user", default=None, help="Remote user for ssh.")
 @click.option("--json", "as_json", is_flag=True, help="Accepted for uniformity; the output is always the relay stream.")

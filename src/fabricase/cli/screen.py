@@ -15,7 +15,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from fabricase.cli.output import out_console, plain, print_findings, severity_text
+from fabricase.cli.output import inert, out_console, print_findings, severity_text
 from fabricase.diagnosis import VERDICTS, Diagnosis, Suspect
 from fabricase.diagnosis.naming import component_words
 from fabricase.models import Finding, Severity
@@ -45,8 +45,8 @@ def suspect_line(s: Suspect) -> SuspectLine:
         what = "host" if s.unit == "host" else component_words(s.components, s.unit)
     verdict = VERDICTS.get(s.verdict)
     key = " ".join(s.key_number.split()) or s.verdict_text
-    return SuspectLine(s.severity, plain(s.host or "(shared)"), plain(what), plain(key),
-                       plain(verdict.title if verdict else s.verdict_text), plain(" ".join(s.action.split())))
+    return SuspectLine(s.severity, inert(s.host or "(shared)"), inert(what), inert(key),
+                       inert(verdict.title if verdict else s.verdict_text), inert(" ".join(s.action.split())))
 
 
 def background_line(diagnosis: Diagnosis, width: int) -> str:
@@ -54,7 +54,7 @@ def background_line(diagnosis: Diagnosis, width: int) -> str:
     width, then "+N more"; a first line too long for the width is cut, never the count of the others."""
     if not diagnosis.background:
         return "Background: nothing rose at fleet-normal rates."
-    texts = [plain(b.text) for b in diagnosis.background]
+    texts = [inert(b.text) for b in diagnosis.background]
     head = "Background: "
 
     def more(shown: int) -> str:
@@ -102,14 +102,14 @@ def print_diagnosis(diagnosis: Diagnosis, findings: list[Finding], *, console: C
     """The verdict, the suspects, the background and the raw findings' count (their table with show_findings)."""
     console = console or out_console
     width = console.width
-    console.print(Text(plain(diagnosis.verdict_line), style="bold"))
+    console.print(Text(inert(diagnosis.verdict_line), style="bold"))
     lines = [suspect_line(s) for s in diagnosis.suspects]
     if lines:
         for renderable in _suspect_table(lines, width):
             console.print(renderable)
     console.print(Text(background_line(diagnosis, width), no_wrap=True, overflow="ellipsis"))
     if diagnosis.limits:
-        console.print(Text("Not judged: " + "; ".join(plain(x) for x in diagnosis.limits), style="yellow"))
+        console.print(Text("Not judged: " + "; ".join(inert(x) for x in diagnosis.limits), style="yellow"))
     if show_findings:
         print_findings(findings, console)
     elif findings:

@@ -8,9 +8,11 @@ from pathlib import Path
 import click
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from fabricase.cli.app import cli, paths
-from fabricase.cli.output import emit_json, err_console, out_console
+from fabricase.cli.options import AGE_LIMIT, Age
+from fabricase.cli.output import emit_json, err_console, inert_text, out_console
 from fabricase.config import CONFIG_FILE, load_config
 from fabricase.errors import ConfigError
 
@@ -19,20 +21,6 @@ EXIT_SOME_FAILED = 3  # sync: some escalations could not be read back (each one 
 _STATES = click.Choice(["open", "waiting", "all", "draft", "filed", "waiting-provider", "waiting-us",
                         "resolved", "closed"])
 _WAITING = {"provider": "provider", "us": "US", None: "-"}
-
-
-class _Age(click.ParamType):
-    name = "AGE"
-
-    def convert(self, value, param, ctx):
-        from fabricase.tracker.records import parse_age
-
-        if isinstance(value, timedelta):
-            return value
-        try:
-            return parse_age(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 def _tracker():
@@ -65,9 +53,13 @@ def _stale_after(given: timedelta | None) -> timedelta:
     if value is None:
         return DEFAULT_STALE_AFTER
     try:
-        return timedelta(days=value) if isinstance(value, int | float) else parse_age(str(value))
+        age = timedelta(days=value) if isinstance(value, int | float) else parse_age(str(value))
     except (ValueError, OverflowError) as exc:
         raise ConfigError(f"[tracker] stale_after: {exc}", where=str(p.config / CONFIG_FILE)) from exc
+    if not timedelta(0) < age <= AGE_LIMIT:
+        raise ConfigError(f"[tracker] stale_after: {value!r} is out of range (allowed: over 0 to "
+                          f"{AGE_LIMIT.days}d)", where=str(p.config / CONFIG_FILE))
+    return age
 
 
 def _ago(iso: str | None) -> str:
@@ -105,7 +97,9 @@ def _morning_table(title: str, rows) -> Table:
     table.add_column("hosts", no_wrap=True, overflow="ellipsis", max_width=20)
     table.add_column("title", overflow="fold", ratio=1)
     for c in cells:
-        table.add_row(*c[:4], c[4].replace(" STALE", " [bold red]STALE[/]"), *c[5:])
+        last_reply = Text.assemble(c[4].removesuffix(" STALE"), (" STALE", "bold red")) if c[4].endswith(" STALE") \
+            else c[4]
+        table.add_row(*c[:4], last_reply, *c[5:])  # str cells: the console prints them inert
     return table
 
 
@@ -113,10 +107,11 @@ def _morning_table(title: str, rows) -> Table:
 @click.option("--provider", default=None, help="Only this provider's escalations.")
 @click.option("--state", type=_STATES, default="open", show_default=True, help="Which escalations.")
 @click.option("--host", default=None, metavar="HOST", help="Only those covering this host (or instance id).")
-@click.option("--older-than", type=_Age(), default=None, help="Only those opened at least this long ago (3d, 12h).")
-@click.option("--stale-after", type=_Age(), default=None,
+@click.option("--older-than", type=Age(), default=None,
+              help=f"Only those opened at least this long ago (3d, 12h) [{Age().describe()}].")
+@click.option("--stale-after", type=Age(allow_zero=False), default=None,
               help="Mark stale a case waiting on the provider with no reply this long (default 3d, or "
-                   "[tracker] stale_after in config.toml).")
+                   f"[tracker] stale_after in config.toml) [{Age(allow_zero=False).describe()}].")
 @click.option("--stale", "stale_only", is_flag=True, help="Only the stale ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print the escalations as JSON (for dashboards).")
 def list_(provider, state, host, older_than, stale_after, stale_only, as_json):
@@ -151,7 +146,7 @@ def show(escalation_id, as_json):
     if as_json:
         emit_json({**view.to_dict(), "events": e.to_dict()["events"]})
         return
-    out_console.print(f"[bold]{e.id}[/] {e.title}")
+    out_console.print(Text.assemble((e.id, "bold"), " ", inert_text(e.title)), soft_wrap=True)
     instances = ", ".join(f"{h}={i}" for h, i in sorted(view.instances.items())) or "-"
     reply = (_ago(view.last_reply_at) + " ago" if view.last_reply_at else "never") + (" (stale)" if view.stale else "")
     for label, value in (("provider", f"{e.provider} case {e.provider_case_id or '-'}"),
@@ -163,14 +158,14 @@ def show(escalation_id, as_json):
                          ("bundle id", e.bundle_id or "-"), ("ticket", e.ticket_path or "-"),
                          ("created", e.created_at), ("filed", view.filed_at or "-"),
                          ("synced", view.last_synced_at or "never"), ("updated", e.updated_at)):
-        out_console.print(f"  {label:<11}{value}", highlight=False, markup=False, soft_wrap=True)
+        out_console.print(f"  {label:<11}{value}", soft_wrap=True)
     out_console.print("  timeline")
     for ev in e.events:
         detail = ev.detail
         if ev.kind == "comment":
             who = "provider" if ev.data.get("from_provider") else "us"
             detail = f"[{ev.data.get('author', who)}, {who}] {detail}"
-        out_console.print(f"    {ev.at}  {ev.kind:<9} {detail}", highlight=False, markup=False, soft_wrap=True)
+        out_console.print(f"    {ev.at}  {ev.kind:<9} {detail}", soft_wrap=True)  # a reply's newlines show as \\n
 
 
 def _sync_table(results, failed: int) -> Table:
@@ -208,7 +203,7 @@ def sync(escalation_ids, provider, as_json):
     else:
         out_console.print(_sync_table(results, len(failed)))
     for r in failed:
-        err_console.print(f"warning: {r.escalation_id}: {r.reason}", style="yellow", highlight=False, markup=False)
+        err_console.print(f"warning: {r.escalation_id}: {r.reason}", style="yellow", soft_wrap=True)
     if failed:
         click.get_current_context().exit(EXIT_SOME_FAILED)
 
@@ -217,9 +212,9 @@ def _report(result, as_json: bool, done: str) -> None:
     if as_json:
         emit_json(result.to_dict())
         return
-    out_console.print(done, highlight=False)
+    out_console.print(done, soft_wrap=True)
     if not result.sent and result.reason:
-        err_console.print(f"note: not sent to the desk: {result.reason}", highlight=False, markup=False)
+        err_console.print(f"note: not sent to the desk: {result.reason}", soft_wrap=True)
 
 
 _LOCAL = click.option("--local", is_flag=True, help="Record it in the tracker only; tell the desk nothing.")

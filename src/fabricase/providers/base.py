@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from fabricase.config import Paths
 from fabricase.errors import UnsupportedError
 from fabricase.models import EscalationState, Placement, TicketDraft
+from fabricase.redact.gate import gated_methods
 
 __all__ = [
     "CaseComment", "CaseStatus", "CheckResult", "FaultyHostReport", "Feature", "FilingResult", "PlannedRequest",
@@ -118,6 +119,7 @@ class Provider(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        gated_methods(cls)  # every text and file a provider sends passes the redaction gate (redact/gate.py)
         # A missing reason would surface as an empty error message at the worst moment: check at import.
         for feature, reason in cls.unsupported.items():
             if not isinstance(feature, Feature) or not isinstance(reason, str) or not reason.strip():
@@ -192,3 +194,6 @@ class Provider(abc.ABC):
         """What works for this provider here (credentials found, support plan, permissions), filing nothing."""
         self.require(Feature.CHECK)
         raise NotImplementedError(f"{self.name}: check")
+
+
+gated_methods(Provider)

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from fabricase.config import resolve_paths
 from fabricase.diagnosis import Diagnosis, Suspect
 from fabricase.errors import ConfigError
 from fabricase.models import EscalationEvent, Evidence, Finding, HostSummary, Placement, Severity, TicketDraft
+from fabricase.redact import gate
 from fabricase.templates.facts import host_facts
 from fabricase.templates.ruled_out import ruled_out
 from fabricase.templates.severity import desk_severity, ticket_severity
@@ -61,6 +63,10 @@ PACKAGE_PREFIX = "fabricase"  # `{% extends "fabricase/ticket_aws.md.j2" %}` rea
 _OK = "ok"
 _JIRA_SPECIAL = re.compile(r"[\[\]{}]")  # links and macros in Jira wiki markup
 _GLUE = re.compile(r"\b(snapshot|baseline) (\S+)")
+# Data must not become structure in a ticket: a line that data starts with a heading, quote or HTML mark, or a
+# setext underline, is escaped; control characters and bidi overrides are shown as escapes (render's finalize).
+_MD_BLOCK = re.compile(r"(?m)^([ \t]{0,3})(#|>|<|=+[ \t]*$|h[1-6]\.|bq\.)")
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 
 
 def user_template_dir(config_dir: Path | None = None) -> Path:
@@ -99,6 +105,7 @@ def _environment(override_dir: Path | None, _listing: tuple) -> jinja2.Environme
         # block tags on their own lines leave no blank lines behind: templates read like the output
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_inert,
     )
     env.filters.update(num=format_number, evidence=format_evidence, wrap=wrap, hostlist=hostlist, columns=columns,
                        distinct=distinct, prose=prose, below_common=below_common)
@@ -343,17 +350,21 @@ def format_evidence(ev: Evidence) -> str:
 
 
 def wrap(text: str, indent: str = "", first: str | None = None, width: int = WIDTH) -> str:
-    """Fill text to `width`; continuation lines get `indent`. Paths and ids are never split."""
+    """Fill text to `width`; continuation lines get `indent`. Paths and ids are never split. Secrets are redacted
+    first (redact.gate): a flag and its value, or a PEM header, split over two lines would pass any rule."""
     # keep "snapshot 1" and "baseline 0" on one line: NUL is not whitespace to textwrap
-    glued = _GLUE.sub(lambda m: f"{m[1]}\0{m[2]}", " ".join(str(text).split()))
-    return textwrap.fill(
-        glued,
-        width=width,
-        initial_indent=indent if first is None else first,
-        subsequent_indent=indent,
-        break_long_words=False,
-        break_on_hyphens=False,
-    ).replace("\0", " ")
+    glued = _GLUE.sub(lambda m: f"{m[1]}\0{m[2]}", _inert_line(gate.text(str(text))))
+    lead = indent if first is None else first
+    lines = textwrap.wrap(glued, width=width, initial_indent=lead, subsequent_indent=indent,
+                          break_long_words=False, break_on_hyphens=False)
+    # The prefixes are the template's structure; what follows each is data, escaped where it opens a block.
+    out = [_md_line(line, lead if k == 0 else indent).replace("\0", " ") for k, line in enumerate(lines)]
+    return markupsafe.Markup("\n".join(out))
+
+
+def _md_line(line: str, prefix: str) -> str:
+    rest = line[len(prefix):] if line.startswith(prefix) else line
+    return line[:len(line) - len(rest)] + _MD_BLOCK.sub(r"\1\\\2", rest, count=1)
 
 
 def hostlist(names: Iterable[str]) -> str:
@@ -405,14 +416,33 @@ def _markup(ctx: jinja2.runtime.Context) -> tuple[Any, Any]:
 
 @jinja2.pass_context
 def heading(ctx: jinja2.runtime.Context, text: str) -> str:
-    """A section heading in the template's `markup`."""
-    return _markup(ctx)[0](text)
+    """A section heading in the template's `markup` (structure: finalize leaves it as it is)."""
+    return markupsafe.Markup(_markup(ctx)[0](_inert_line(str(text))))
 
 
 @jinja2.pass_context
 def table(ctx: jinja2.runtime.Context, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A table in the template's `markup`."""
-    return _markup(ctx)[1](headers, rows)
+    """A table in the template's `markup` (cells are data: escaped one by one, then the table is structure)."""
+    return markupsafe.Markup(_markup(ctx)[1](headers, rows))
+
+
+@jinja2.pass_context
+def _inert(ctx: jinja2.runtime.Context, value: Any) -> Any:
+    """Every `{{ ... }}` of a ticket or summary: what data puts there is shown, never read as markup.
+
+    Structure made by the template's own helpers (heading, table) is Markup and passes; an HTML template is
+    escaped by its autoescape instead."""
+    if ctx.eval_ctx.autoescape or isinstance(value, markupsafe.Markup) or not isinstance(value, str):
+        return value
+    return _MD_BLOCK.sub(r"\1\\\2", _unprintable(value))
+
+
+def _unprintable(text: str) -> str:
+    return _UNPRINTABLE.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+def _inert_line(text: str) -> str:
+    return " ".join(_unprintable(text).split())
 
 
 @jinja2.pass_context
@@ -450,7 +480,7 @@ def distinct(rows: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
 
 
 def _cell(value: Any) -> str:
-    text = " ".join(format_number(value).split()) if value is not None else "-"
+    text = _inert_line(format_number(value)) if value is not None else "-"
     return (text or "-").replace("|", "\\|")
 
 

@@ -21,6 +21,7 @@ from sqlalchemy import exc as sa_exc
 from fabricase.config import Paths
 from fabricase.errors import NotFoundError, TrackerError
 from fabricase.models import Escalation, EscalationEvent, EscalationState, Severity
+from fabricase.redact import gate
 from fabricase.tracker import db, schema
 from fabricase.tracker.records import (
     DEFAULT_STALE_AFTER,
@@ -163,9 +164,10 @@ class Tracker:
         conn: sa.Connection, esc_id: str, at: str, kind: str, detail: str, data: dict | None,
         external_id: str | None = None,
     ) -> None:  # fmt: skip
-        payload = json.dumps(data, sort_keys=True, default=str) if data else None
+        # What the tracker stores is what was sent: the redaction gate's output (a team shares this database).
+        payload = json.dumps(gate.outbound(data), sort_keys=True, default=str) if data else None
         conn.execute(schema.events.insert().values(
-            escalation_id=esc_id, at=at, kind=kind, detail=detail, data=payload, external_id=external_id
+            escalation_id=esc_id, at=at, kind=kind, detail=gate.text(detail), data=payload, external_id=external_id
         ))  # fmt: skip
 
     def _insert_new(
@@ -204,8 +206,8 @@ class Tracker:
         provider's instance id, for the hosts that have one (a host named only here is added to `hosts`)."""
         fields = {
             "provider": provider,
-            "title": title,
-            "symptom": symptom,
+            "title": gate.text(title),
+            "symptom": gate.text(symptom),
             "severity": Severity(severity).value,
         }
         instances = {h: i for h, i in (instances or {}).items() if i}

@@ -30,6 +30,7 @@ from fabricase.providers.base import (
     attachment_ref,
     case_marker,
 )
+from fabricase.redact.gate import gated_methods
 
 __all__ = ["Desk", "DeskContext", "subject_for"]
 
@@ -66,6 +67,10 @@ class Desk(abc.ABC):
     name: ClassVar[str] = ""
     unsupported: ClassVar[dict[Feature, str]] = {}
     credentials_env: ClassVar[tuple[str, ...]] = ()  # environment variables holding the credentials
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        gated_methods(cls)  # every text and file a desk sends passes the redaction gate (redact/gate.py)
 
     def __init__(self, ctx: DeskContext) -> None:
         self.ctx = ctx
@@ -177,3 +182,6 @@ class Desk(abc.ABC):
 
     def reopen(self, case_id: str, note: str) -> None:
         raise NotImplementedError
+
+
+gated_methods(Desk)

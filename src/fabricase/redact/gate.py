@@ -1,0 +1,206 @@
+"""The one redaction gate: every text and file that leaves for a desk, and every text the tracker stores.
+
+The bundle and the ticket are redacted when they are made (`Redactor`, with pseudonyms when asked); this gate is
+the last step on the way out, run on the exact text a desk is given after fitting and wrapping, whatever its
+origin: the ticket, the summary, a comment, a note, the symptom, a faulty-host report's description, a file
+to attach. It redacts secrets only (pseudonyms need the escalation's key and the capture's hosts) and is
+idempotent: text that passed it once passes again unchanged.
+
+How it is enforced (docs/redaction.md, "The gate"):
+- `Provider` and `Desk` subclasses have their outbound methods (file_case, plan_case, comment, attach,
+  resolve_case, reopen_case, report_faulty_host; a desk's file, comment, attach, resolve, reopen) wrapped at
+  class creation by `gated_methods`: no subclass can be written that receives ungated arguments.
+- The tracker's store runs `text` on every field and event it writes, so a team's shared PostgreSQL holds what
+  was sent, never the raw text (which stays in the user's own capture directory).
+- Files: a fabricase bundle (or a part of one) was redacted member by member when it was built, and passes as
+  it is when it verifies and holds redaction.json; any other file is redacted as bytes into a temporary copy,
+  which is what is sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from fabricase.redact.secrets import redact_secrets
+
+__all__ = ["GATED", "files", "gated_methods", "is_gated", "outbound", "text"]
+
+T = TypeVar("T")
+_MARK = "__fabricase_gated__"
+_BUNDLE_MAGIC = b"\x1f\x8b"
+
+
+def text(value: str) -> str:
+    """`value` with every secret replaced by its marker (idempotent)."""
+    if not value:
+        return value
+    return redact_secrets(value, Counter())
+
+
+def outbound(value: T) -> T:
+    """A value on its way out, with every string in it gated: str, bytes (read as UTF-8 or latin-1, byte for
+    byte), a dataclass (a TicketDraft, a Finding), a mapping or a sequence of them. Paths, numbers and None pass
+    as they are."""
+    return _outbound(value, 0)
+
+
+def _outbound(value: Any, depth: int) -> Any:
+    if depth > 64:  # a structure this deep was not made by fabricase; nothing in it is sent as text
+        raise ValueError("too deeply nested to redact")
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, bytes | bytearray):
+        return _bytes(bytes(value))
+    if isinstance(value, Path) or value is None or isinstance(value, bool | int | float):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: _outbound(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)
+                   if f.init}
+        return dataclasses.replace(value, **changes)
+    if isinstance(value, Mapping):
+        return type(value)({k: _outbound(v, depth + 1) for k, v in value.items()}) if isinstance(value, dict) \
+            else {k: _outbound(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        out = [_outbound(v, depth + 1) for v in value]
+        return out if isinstance(value, list) else tuple(out)
+    return value
+
+
+def _bytes(data: bytes) -> bytes:
+    try:
+        decoded, codec = data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        decoded, codec = data.decode("latin-1"), "latin-1"
+    out = text(decoded)
+    return data if out == decoded else out.encode(codec)
+
+
+# -- files --------------------------------------------------------------------------------------------------
+
+def _is_redacted_bundle(path: Path) -> bool:
+    """A fabricase bundle (or bundle part) that verifies and whose members were redacted when it was built."""
+    from fabricase.bundler.verify import MANIFEST_NAME, verify_bundle
+    from fabricase.redact import REDACTION_NAME
+
+    try:
+        with path.open("rb") as fh:
+            if fh.read(2) != _BUNDLE_MAGIC:
+                return False
+        report = verify_bundle(path)
+    except Exception:  # not a bundle at all: it is redacted as a file
+        return False
+    if not report.ok:
+        return False
+    names = _member_names(path)
+    return MANIFEST_NAME in names and (REDACTION_NAME in names or _is_part(names))
+
+
+def _member_names(path: Path) -> set[str]:
+    import tarfile
+
+    try:
+        with tarfile.open(path, mode="r|gz") as tar:
+            return {m.name for m in tar}
+    except (tarfile.TarError, OSError, EOFError):
+        return set()
+
+
+def _is_part(names: set[str]) -> bool:
+    from fabricase.bundler.verify import PART_INFO
+
+    return PART_INFO in names
+
+
+@contextmanager
+def files(paths: list[Path]) -> Iterator[list[Path]]:
+    """The files to send in place of `paths`: redacted bundles as they are, any other file as a redacted copy
+    (same name, the name itself gated) in a temporary folder that is removed afterwards."""
+    paths = [Path(p) for p in paths]
+    # A path that is not a readable file passes as it is: the provider refuses it with its own one-line error.
+    if all(not p.is_file() or _is_redacted_bundle(p) for p in paths):
+        yield paths
+        return
+    with tempfile.TemporaryDirectory(prefix="fabricase-gate-") as tmp:
+        out = []
+        for k, p in enumerate(paths):
+            if not p.is_file() or _is_redacted_bundle(p):
+                out.append(p)
+                continue
+            name = text(p.name).replace("/", "_") or f"file-{k}"
+            dest = Path(tmp) / str(k) / name
+            dest.parent.mkdir()
+            dest.write_bytes(_bytes(p.read_bytes()))
+            out.append(dest)
+        yield out
+
+
+# -- the wrapping of outbound methods -----------------------------------------------------------------------
+
+# method name -> the parameters that carry text or files out. "files" parameters are lists of paths.
+GATED: dict[str, tuple[str, ...]] = {
+    # Provider
+    "file_case": ("draft", "bundle_path"),
+    "plan_case": ("draft", "bundle_path"),
+    "comment": ("text",),
+    "attach": ("files", "note"),
+    "resolve_case": ("note",),
+    "reopen_case": ("note",),
+    "report_faulty_host": ("findings",),
+    # Desk (the static provider's)
+    "file": ("draft", "bundle_path"),
+    "plan": ("draft", "bundle_path"),
+    "resolve": ("note",),
+    "reopen": ("note",),
+}
+_FILE_PARAMS = frozenset({"files", "bundle_path"})
+
+
+def is_gated(fn: Callable[..., Any]) -> bool:
+    return bool(getattr(fn, _MARK, False))
+
+
+def _gate_call(fn: Callable[..., T], params: tuple[str, ...]) -> Callable[..., T]:
+    signature = inspect.signature(fn)
+    present = tuple(p for p in params if p in signature.parameters)
+
+    @functools.wraps(fn)
+    def gated(*args: Any, **kwargs: Any) -> T:
+        bound = signature.bind(*args, **kwargs)
+        for name in present:
+            if name in bound.arguments and name not in _FILE_PARAMS:
+                bound.arguments[name] = outbound(bound.arguments[name])
+        file_args = [n for n in present if n in _FILE_PARAMS and bound.arguments.get(n) is not None]
+        if not file_args:
+            return fn(*bound.args, **bound.kwargs)
+        return _with_files(fn, bound, file_args)
+
+    setattr(gated, _MARK, True)
+    return gated
+
+
+def _with_files(fn: Callable[..., T], bound: inspect.BoundArguments, names: list[str]) -> T:
+    name = names[0]
+    value = bound.arguments[name]
+    single = not isinstance(value, list | tuple)
+    with files([value] if single else list(value)) as sent:
+        bound.arguments[name] = sent[0] if single else sent
+        if len(names) > 1:
+            return _with_files(fn, bound, names[1:])
+        return fn(*bound.args, **bound.kwargs)
+
+
+def gated_methods(cls: type) -> None:
+    """Wrap every outbound method `cls` has, its own or from a mixin that is no Provider (a Provider base's
+    are wrapped already), on `cls` itself."""
+    for name in GATED:
+        fn = getattr(cls, name, None)
+        if callable(fn) and not is_gated(fn) and not isinstance(inspect.getattr_static(cls, name), staticmethod):
+            setattr(cls, name, _gate_call(fn, GATED[name]))
