@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from fabricase.bundler.members import DIR_MODE, FILE_MODE, Caps, name_problem, shown
 from fabricase.errors import BundleError
 from fabricase.models import Bundle
 
@@ -38,8 +39,13 @@ __all__ = [
     "BUNDLE_FORMAT_VERSION",
     "CAPTURE_PREFIX",
     "MANIFEST_NAME",
+    "DIR_MODE",
+    "FILE_MODE",
     "build_bundle",
     "capture_mtime",
+    "capture_record",
+    "capture_record_of",
+    "index_commands",
     "manifest_bytes",
 ]
 
@@ -47,8 +53,6 @@ BUNDLE_FORMAT = "fabricase-bundle"
 BUNDLE_FORMAT_VERSION = 1
 MANIFEST_NAME = "MANIFEST.json"
 CAPTURE_PREFIX = "capture/"
-FILE_MODE = 0o644
-DIR_MODE = 0o755
 _CHUNK = 1 << 20
 _GZIP_MTIME_MAX = 2**32 - 1  # the gzip header stores mtime in 32 bits
 
@@ -99,6 +103,7 @@ def build_bundle(capture_root: Path, out: Path, *, extra: dict[str, bytes], mtim
 
 def _build(capture_root: Path, out: Path, extras: list[_Member], mtime: int) -> Bundle:
     members = sorted(_capture_members(capture_root) + extras, key=lambda m: m.name)
+    _check_caps(members, out)
     manifest = manifest_bytes(members, _capture_format_version(capture_root), capture_record(capture_root))
     _write_atomically(out, lambda fh: _write_archive(fh, manifest, members, mtime))
     return Bundle(
@@ -137,16 +142,39 @@ def capture_record(capture_root: Path) -> dict[str, Any] | None:
     hosts_dir = capture_root / "hosts"
     for index_path in sorted(hosts_dir.glob("*/index.json")) if hosts_dir.is_dir() else []:
         try:
-            items = json.loads(index_path.read_text()).get("items", [])
+            commands[index_path.parent.name] = index_commands(index_path.read_bytes())
         except (OSError, ValueError) as exc:
-            raise BundleError(f"unreadable index ({exc})", where=str(index_path)) from exc
-        host = index_path.parent.name
-        ran = [{"command": it.get("source"), "snapshot": it.get("snapshot"), "rc": it.get("rc"),
-                "truncated": bool(it.get("truncated"))}
-               for it in items if isinstance(it, dict) and it.get("kind") == "command"]
-        if ran:
-            commands[host] = sorted(ran, key=lambda c: (str(c["command"]), c["snapshot"] or 0))
-    return {"collectors": meta.get("collectors", {}), "commands": commands}
+            raise BundleError(f"unreadable index ({exc})", where=shown(str(index_path))) from exc
+    return capture_record_of(meta, commands)
+
+
+def index_commands(raw: bytes) -> list[dict[str, Any]]:
+    """The command items of one host's index.json as the manifest lists them (command, snapshot, rc, truncated),
+    sorted; a ValueError when the index is not a JSON object. `verify` recomputes the list from the bundled
+    index with this same function, so the two can only differ where one of them was changed."""
+    doc = json.loads(raw)
+    if not isinstance(doc, dict):
+        raise ValueError("index.json is not a JSON object")
+    items = doc.get("items", [])
+    ran = [{"command": it.get("source"), "snapshot": it.get("snapshot"), "rc": it.get("rc"),
+            "truncated": bool(it.get("truncated"))}
+           for it in (items if isinstance(items, list) else []) if isinstance(it, dict) and it.get("kind") == "command"]
+    return sorted(ran, key=lambda c: (str(c["command"]), _snapshot_key(c["snapshot"])))
+
+
+def _snapshot_key(snapshot: Any) -> tuple[int, int, str]:
+    # snapshots are small integers; anything else (a hostile index) sorts after them instead of raising
+    snapshot = snapshot or 0
+    if isinstance(snapshot, int) and not isinstance(snapshot, bool):
+        return (0, snapshot, "")
+    return (1, 0, str(snapshot))
+
+
+def capture_record_of(meta: dict[str, Any], commands: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The manifest's `capture` record from capture.json's document and each host's command list (hosts that ran
+    no command are left out)."""
+    return {"collectors": meta.get("collectors", {}),
+            "commands": {host: ran for host, ran in sorted(commands.items()) if ran}}
 
 
 def capture_mtime(capture_root: Path) -> int:
@@ -200,13 +228,31 @@ def _capture_files(capture_root: Path) -> list[tuple[str, Path]]:
             except OSError as exc:
                 raise BundleError(f"cannot read: {exc.strerror or exc}", where=str(path)) from exc
             if stat.S_ISLNK(mode):
-                raise BundleError("symlinks are not bundled (copy the target in instead)", where=str(path))
+                raise BundleError("symlinks are not bundled (copy the target in instead)", where=shown(str(path)))
             if stat.S_ISDIR(mode):
                 continue
             if not stat.S_ISREG(mode):
-                raise BundleError("not a regular file", where=str(path))
-            files.append((path.relative_to(capture_root).as_posix(), path))
+                raise BundleError("not a regular file", where=shown(str(path)))
+            rel = path.relative_to(capture_root).as_posix()
+            reason = name_problem(CAPTURE_PREFIX + rel, Caps.current().name_bytes)
+            if reason is not None:  # verify would refuse the bundle: refuse to build it
+                raise BundleError(f"cannot bundle this file: {reason}", where=shown(str(path)))
+            files.append((rel, path))
     return files
+
+
+def _check_caps(members: list[_Member], out: Path) -> None:
+    """Refuse to build a bundle that verify and extraction would refuse for its size (fabricase.caps)."""
+    caps = Caps.current()
+    if len(members) + 1 > caps.members:
+        raise BundleError(f"{len(members) + 1} members, over the cap of {caps.members}", where=str(out))
+    big = next((m for m in members if m.size > caps.member_bytes), None)
+    if big is not None:
+        raise BundleError(f"{big.size} bytes, over the {caps.member_bytes}-byte limit per member",
+                          where=shown(str(big.source or big.name)))
+    total = sum(m.size for m in members)
+    if total > caps.total_bytes:
+        raise BundleError(f"{total} bytes in all, over the {caps.total_bytes}-byte cap", where=str(out))
 
 
 def _capture_members(capture_root: Path) -> list[_Member]:
@@ -218,13 +264,14 @@ def _capture_members(capture_root: Path) -> list[_Member]:
 
 
 def _walk_error(exc: OSError) -> None:
-    raise BundleError(f"cannot read: {exc.strerror or exc}", where=exc.filename) from exc
+    raise BundleError(f"cannot read: {exc.strerror or exc}", where=shown(str(exc.filename))) from exc
 
 
 def _extra_members(extra: dict[str, bytes]) -> list[_Member]:
     members = []
     for name, data in extra.items():
-        if not name or "/" in name or name in (".", "..", MANIFEST_NAME, CAPTURE_PREFIX.rstrip("/")):
+        if (not name or "/" in name or name in (".", "..", MANIFEST_NAME, CAPTURE_PREFIX.rstrip("/"))
+                or name_problem(name, Caps.current().name_bytes) is not None):
             raise BundleError("an extra member needs a plain file name", where=repr(name))
         if not isinstance(data, bytes | bytearray):
             raise BundleError(f"extra member data must be bytes, not {type(data).__name__}", where=name)
