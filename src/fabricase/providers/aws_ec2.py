@@ -13,6 +13,7 @@ from typing import Any
 from fabricase.errors import ProviderError
 from fabricase.models import Finding, Placement, Severity
 from fabricase.providers.identity import EC2_INSTANCE_ID
+from fabricase.redact import gate
 
 __all__ = [
     "BATCH", "IDENTITY_KEYS", "REASON_CODES", "describe_capacity_blocks", "describe_instances",
@@ -176,7 +177,7 @@ DESCRIPTION_MAX = 1000  # not documented in the ec2 model; kept short enough for
 def report_description(escalation_hint: str, findings: Iterable[Finding]) -> str:
     """One line per finding, most severe first, cut to DESCRIPTION_MAX characters."""
     lines = [escalation_hint] + [f"{f.severity}: {f.component}: {' '.join(f.summary.split())}" for f in findings]
-    text = "\n".join(lines)
+    text = gate.text("\n".join(lines))  # the joined text: a key spread over findings is one key again
     return text if len(text) <= DESCRIPTION_MAX else text[:DESCRIPTION_MAX - 1] + "…"
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from fabricase.models import Finding, Placement
+from fabricase.redact import gate
 
 __all__ = [
     "GENERIC_CATEGORY",
@@ -111,7 +112,7 @@ def impact_path(subscription: str, name: str) -> str:
 
 def _description(findings: Sequence[Finding]) -> str:
     lines = [f"{f.severity}: {f.component}: {f.summary}" for f in sorted(findings, key=lambda f: f.sort_key)]
-    text = "fabricase: " + "; ".join(lines) if lines else "fabricase: reported by hand"
+    text = gate.text("fabricase: " + "; ".join(lines) if lines else "fabricase: reported by hand")  # joined text
     return text if len(text) <= DESCRIPTION_MAX else text[: DESCRIPTION_MAX - 3] + "..."
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricase.models import Finding, Placement
+from fabricase.redact import gate
 
 __all__ = [
     "HOST_BEHAVIORS", "SUBBLOCK_BEHAVIORS", "FaultReport", "InstanceRef", "fault_report",
@@ -197,7 +198,7 @@ def _reasons(pairs: list[tuple[str, Finding]]) -> tuple[tuple[str, str], ...]:
         grouped.setdefault(behavior, []).append(f"{f.component}: {f.summary}")
     out = []
     for behavior, lines in grouped.items():
-        text = "; ".join(lines)
+        text = gate.text("; ".join(lines))  # the joined text: a key spread over findings is one key again
         out.append((behavior, text if len(text) <= DESCRIPTION_MAX else text[: DESCRIPTION_MAX - 3] + "..."))
     return tuple(out)
 

@@ -240,3 +240,30 @@ def write_ec2_capture(root: Path, instances: dict[str, str | None], bad: set[str
         hc.status, hc.transport = HostStatus.OK, "test"
         write_host(root, hc, raw)
     return root
+
+
+def record_wire(client: Any) -> list[bytes]:
+    """Every request this client makes, as bytes, in order: each operation's serialized request (a stubbed one
+    too, which never reaches a socket; botocore's public before-call event) and, for each that goes over HTTP
+    to moto, the prepared request as sent (before-send). Each entry is `METHOD URL` and a newline, then the body;
+    a query-protocol body (EC2) is form-encoded as botocore's AWSRequest encodes it."""
+    from urllib.parse import urlencode
+
+    wire: list[bytes] = []
+
+    def as_bytes(body: Any) -> bytes:
+        if isinstance(body, dict):
+            body = urlencode(body, doseq=True)
+        if isinstance(body, str):
+            return body.encode()
+        return body if isinstance(body, bytes | bytearray) else b""
+
+    def serialized(params: dict[str, Any], **kwargs: Any) -> None:
+        wire.append(f"{params.get('method')} {params.get('url')}\n".encode() + as_bytes(params.get("body")))
+
+    def sent(request: Any, **kwargs: Any) -> None:
+        wire.append(f"{request.method} {request.url}\n".encode() + as_bytes(request.body))
+
+    client.meta.events.register_first("before-call.*.*", serialized)
+    client.meta.events.register_first("before-send.*", sent)
+    return wire

@@ -56,6 +56,7 @@ class ArmState:
     impacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     operations: dict[str, int] = field(default_factory=dict)  # async operation id -> polls left
     requests: list[dict[str, Any]] = field(default_factory=list)
+    wire: list[bytes] = field(default_factory=list)  # every request as it arrived: method and target, then the body
     faults: list[Fault] = field(default_factory=list)
     page_size: int = 2
 
@@ -176,6 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         arm = self.arm
         with arm.lock:
+            arm.state.wire.append(f"{self.command} {self.path}\n".encode() + raw)
             arm.state.requests.append({"method": self.command, "path": parts.path, "query": query, "body": body,
                                        "auth": self.headers.get("Authorization")})
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":

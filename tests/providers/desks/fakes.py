@@ -6,16 +6,21 @@ Jira's `X-Atlassian-Token: no-check` and multipart field `file`, Zendesk's uploa
 from __future__ import annotations
 
 import base64
+import binascii
+import contextlib
 import email.parser
 import email.policy
 import itertools
 import json
+import random
 import re
+import string
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote_to_bytes, urlsplit
 
 JIRA_EMAIL, JIRA_TOKEN = "oncall@example.com", "fake-jira-token-not-real"
 ZENDESK_EMAIL, ZENDESK_TOKEN = "oncall@example.com", "fake-zendesk-token-not-real"
@@ -45,6 +50,7 @@ class FakeDesk:
         self.lock = threading.Lock()
         self.failures: list[Failure] = []
         self.calls: list[tuple[str, str]] = []
+        self.wire: list[bytes] = []  # every request as it arrived: method and target (path, query), then the body
         self.server: ThreadingHTTPServer | None = None
 
     # overridden
@@ -62,6 +68,7 @@ class FakeDesk:
         url = urlsplit(target)
         with self.lock:
             self.calls.append((method, url.path))
+            self.wire.append(f"{method} {target}\n".encode() + body)
             if not self.authorized(headers.get("Authorization")):
                 return Reply(401, {"errorMessage": "Client must be authenticated to access this resource.",
                                    "error": "Couldn't authenticate you"})
@@ -306,3 +313,132 @@ class FakeZendesk(FakeDesk):
                 ticket["status"] = doc["status"]
             return Reply(200, {"ticket": self._public(ticket)})
         return Reply(405, {"error": "MethodNotAllowed"})
+
+
+# -- the wire check of the gate tests (issue 14), shared by every provider's and desk's test_*_gate.py -----------
+# Fresh random secrets are planted in each place a provider sends text from; what its fake received is then read
+# as bytes. Each place also carries a canary, so that a place whose text never reached the wire cannot pass.
+
+_ALNUM = string.ascii_letters + string.digits
+_B64 = _ALNUM + "+/"
+
+
+@dataclass(frozen=True)
+class Planted:
+    """One place's text: a canary (the proof that it was sent) and the lines that carry its secrets."""
+
+    place: str
+    canary: str
+    lines: tuple[str, ...]
+    secrets: tuple[tuple[str, str], ...]  # (kind, value); a private key gives one value per body line
+
+    @property
+    def text(self) -> str:
+        return "\n".join((self.canary, *self.lines)) + "\n"
+
+    @property
+    def line(self) -> str:
+        """The text on one line (a title)."""
+        return " ".join((self.canary, *self.lines))
+
+    def summaries(self) -> list[str]:
+        """Finding summaries: the canary, then one secret each (a key block whole, as a log excerpt is)."""
+        lines = list(self.lines)
+        begin = next((k for k, line in enumerate(lines) if line.startswith("-----BEGIN")), None)
+        if begin is None:
+            return [self.canary, *lines]
+        end = next(k for k, line in enumerate(lines) if line.startswith("-----END"))
+        return [self.canary, *lines[:begin], "\n".join(lines[begin:end + 1]), *lines[end + 1:]]
+
+
+def _word(rng: random.Random, n: int, alphabet: str = _ALNUM) -> str:
+    while True:  # mixed case, and digits where the alphabet has them: never a word or a number
+        value = "".join(rng.choice(alphabet) for _ in range(n))
+        if any(c.isupper() for c in value) and any(c.islower() for c in value) and (
+                any(c.isdigit() for c in value) or not any(c.isdigit() for c in alphabet)):
+            return value
+
+
+def plant(rng: random.Random, place: str, *, one_line: bool = False) -> Planted:
+    """Secrets of kinds fabricase always redacts, fresh from `rng`: an AWS secret key, PGPASSWORD, an RSA private
+    key, GitHub, Hugging Face and OpenAI tokens. `one_line` (a title, which desks cap at 255 characters): three
+    of them, on one line."""
+    aws, pg = _word(rng, 40, _B64), _word(rng, 20)
+    ghp, hf = "ghp_" + _word(rng, 36), "hf_" + _word(rng, 34, string.ascii_letters)
+    openai = "sk-proj-" + _word(rng, 48, _ALNUM + "_-")
+    pem = [_word(rng, 64, _B64) for _ in range(3)]
+    canary = f"canary-{place}-{_word(rng, 8)}"
+    if one_line:
+        return Planted(place, canary, (f"aws_secret_access_key = {aws} token {ghp} key {openai}",),
+                       (("aws-secret-access-key", aws), ("github-token", ghp), ("openai-api-key", openai)))
+    lines = (f"aws_secret_access_key = {aws}", f"PGPASSWORD={pg} psql -h db.internal",
+             "-----BEGIN RSA PRIVATE KEY-----", *pem, "-----END RSA PRIVATE KEY-----",
+             f"git clone https://github.com/x/y with {ghp}", f"pulled the weights with {hf}",
+             f"client = OpenAI(api_key='{openai}')")
+    secrets = (("aws-secret-access-key", aws), ("password", pg), *(("private-key", p) for p in pem),
+               ("github-token", ghp), ("huggingface-token", hf), ("openai-api-key", openai))
+    return Planted(place, canary, lines, secrets)
+
+
+def plant_all(seed: int, places: tuple[str, ...]) -> dict[str, Planted]:
+    """A Planted for each place; the title's on one line."""
+    rng = random.Random(seed)
+    return {place: plant(rng, place, one_line=place == "title") for place in places}
+
+
+def _strings(doc: Any) -> Iterator[str]:
+    if isinstance(doc, str):
+        yield doc
+    elif isinstance(doc, dict):
+        for value in doc.values():
+            yield from _strings(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            yield from _strings(value)
+
+
+def wire_views(request: bytes) -> list[bytes]:
+    """A request as it arrived (`METHOD target`, a newline, the body), percent-decoded (query strings, form
+    bodies), and each string of a JSON body as it is and read as base64 (attachment data in JSON)."""
+    views = [request, unquote_to_bytes(request.replace(b"+", b" "))]
+    try:
+        doc = json.loads(request.partition(b"\n")[2])
+    except ValueError:
+        return views
+    for s in _strings(doc):
+        views.append(s.encode())
+        with contextlib.suppress(binascii.Error, ValueError):  # most strings are not base64
+            views.append(base64.b64decode(s, validate=True))
+    return views
+
+
+def leaks(wire: list[bytes], planted: dict[str, Planted]) -> list[str]:
+    """'place: kind in request k' for each planted secret found in a request, in any of its views."""
+    views = [(k, wire_views(r)) for k, r in enumerate(wire)]
+    return [f"{p.place}: {kind} in request {k}" for p in planted.values() for kind, value in p.secrets
+            for k, vs in views if any(value.encode() in v for v in vs)]
+
+
+def unsent(wire: list[bytes], planted: dict[str, Planted]) -> list[str]:
+    """The places whose canary is in no request: their text never reached the wire."""
+    views = [v for r in wire for v in wire_views(r)]
+    return [p.place for p in planted.values() if not any(p.canary.encode() in v for v in views)]
+
+
+def redacted(wire: list[bytes]) -> bool:
+    return any(b"[REDACTED:" in v for r in wire for v in wire_views(r))
+
+
+def assert_wire(wire: list[bytes], planted: dict[str, Planted], *, gated: bool) -> None:
+    """Gated: every place was sent, no secret is on the wire and redaction markers are. Not gated (the gate made
+    the identity): every place leaks, which proves that the check can fail and leaves no place out."""
+    # (messages spelled out: assertions in this module are not rewritten by pytest)
+    missing = unsent(wire, planted)
+    assert missing == [], f"never sent: {missing}"
+    found = leaks(wire, planted)
+    if gated:
+        assert found == [], f"{len(found)} secrets on the wire: {found}"
+        assert redacted(wire), "no [REDACTED: marker on the wire"
+    else:
+        silent = sorted(set(planted) - {leak.split(":")[0] for leak in found})
+        assert silent == [], f"with the gate bypassed these places showed no leak: {silent}"

@@ -89,6 +89,7 @@ class FakeGoogle:
     attachments: dict[str, list[dict]] = field(default_factory=dict)
     uploads: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (case, filename) -> bytes
     requests: list[Seen] = field(default_factory=list)
+    wire: list[bytes] = field(default_factory=list)  # every request as it arrived: method and target, then the body
     faults: list[list] = field(default_factory=list)  # [method, path regex, status, message, times left]
     search_lags: bool = False  # cases:search does not see cases yet (the index lags)
     tokens_issued: int = 0
@@ -277,6 +278,7 @@ def handler(g: FakeGoogle):
             body = self.rfile.read(length) if length else b""
             query = parse_qs(url.query)
             with g.lock:
+                g.wire.append(f"{self.command} {self.path}\n".encode() + body)
                 g.requests.append(Seen(self.command, url.path, query, body,
                                     {k.lower(): v for k, v in self.headers.items()}))
                 for fault in g.faults:
