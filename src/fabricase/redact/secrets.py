@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fabricase.redact.lines import ascii_lower, literal_hits, on_lines
+from fabricase.redact.lines import WINDOW_MIN, ascii_lower, literal_hits, on_lines, on_runs, token_runs
+from fabricase.redact.vendors import TOKEN_FORMATS, TokenFormat, token_regex
 
 __all__ = ["SECRET_KINDS", "SECRET_RULES", "SecretRule", "marker"]
 
@@ -27,6 +28,7 @@ class SecretRule:
     anchors: tuple[str, ...]  # lower-case strings one of which the text must hold for the rule to be tried
     accept: Callable[[str, re.Match[str]], bool] | None = None  # a last check of the value (and its match)
     multiline: bool = False  # may match across a line break: always run on the whole text
+    runs: bool = False  # matches only within token runs (lines.token_runs): run on those (no anchors: always)
 
     def groups(self) -> tuple[str, ...]:
         return tuple(name for name in self.pattern.groupindex if name.startswith("v"))
@@ -55,23 +57,28 @@ def _keyed(key: str) -> str:
 
 def _keyed_line(key: str) -> str:
     """A YAML/INI line whose unquoted value is the rest of the line (`password: two words`, `password = a b`);
-    the key must start the line (checked by _line_key)."""
+    the key starts the line (after indentation or `export`) and ends with KEY."""
     # `KEY=value rest` with no space around `=` is a shell assignment before a command: left to _keyed.
-    return rf"(?m)(?:{key})(?![\w-])(?:[ \t]*+:[ \t]*+|[ \t]+=[ \t]*+|=[ \t]++){_NOT_DONE}(?![\"'])" \
-           r"(?P<vl>[^\n\x00]*?)[ \t\r]*$"
-
-
-_LINE_KEY_PREFIX = re.compile(r"[ \t]*(?:export[ \t]+)?[\w.-]*", re.ASCII)
-
-
-def _line_key(value: str, m: re.Match[str]) -> bool:
-    line_start = m.string.rfind("\n", 0, m.start()) + 1
-    return _LINE_KEY_PREFIX.fullmatch(m.string, line_start, m.start()) is not None
+    # Anchored at the line start, so each line is tried once; the value runs to the last non-blank of the line
+    # (a greedy run and one step back: linear, where a lazy value before `[ \t]*$` is quadratic in blanks).
+    return rf"(?m)^[ \t]*+(?:export[ \t]++)?[\w.-]{{0,64}}?(?:{key})(?![\w-])" \
+           rf"(?:[ \t]*+:[ \t]*+|[ \t]+=[ \t]*+|=[ \t]++){_NOT_DONE}(?![\"'])" \
+           r"(?P<vl>[^\s\x00](?:[^\n\x00]*[^\s\x00])?)[ \t\r]*$"
 
 
 def _flag(key: str) -> str:
     """`--KEY value` (the `=` form is taken by _keyed)."""
-    return rf"--[\w-]*?(?:{key})(?![\w-]){_ARG_SEP}(?![-\[]){_VALUE}"
+    return rf"(?<![\w-])--[\w-]{{0,64}}?(?:{key})(?![\w-]){_ARG_SEP}(?![-\[]){_VALUE}"
+
+
+def _program_flag(programs: str, flag: str) -> str:
+    """`PROGRAM ... FLAGvalue`, `FLAG value`, `FLAG'value'`: a password flag of one program (`mysql -pX`,
+    `ipmitool -P X`), within its first 32 arguments (a pipe, `;` or `&` ends the command)."""
+    # The program name stands alone (`mysqlmysql…` is one start, not one per repetition), and the arguments
+    # before the flag are taken whole and never given back: each start costs one pass over its command.
+    return rf"(?<![\w-])(?:{programs})[\w-]{{0,32}}+(?:[ \t\x00]++(?!{flag})[^\s\x00|;&]++){{0,32}}+" \
+           rf"[ \t\x00]++{flag}(?:{_ARG_SEP}(?![-\[]))?{_NOT_DONE}" \
+           r"""(?:'(?P<vs>[^'\n]*)'|"(?P<vd>[^"\n]*)"|(?P<vu>[^\s\x00"']+))"""
 
 
 def _not_numeric(value: str, _m: re.Match[str]) -> bool:
@@ -79,8 +86,25 @@ def _not_numeric(value: str, _m: re.Match[str]) -> bool:
     return not value.isdigit()
 
 
-def _line_not_numeric(value: str, m: re.Match[str]) -> bool:
-    return _not_numeric(value, m) and _line_key(value, m)
+# What a key that mentions a secret (`token_digest`, `access_key_id`, `secret_hash`) holds when it is no secret:
+# a digest, a GUID or UUID (GPU and MIG UUIDs too), a version, a PCI address, a MAC.
+_IDENTIFIER = re.compile(
+    r"(?:sha(?:1|224|256|384|512)[:-])?(?:[0-9a-f]{32}|[0-9A-F]{32}|[0-9a-f]{40}|[0-9A-F]{40}|[0-9a-f]{56}"
+    r"|[0-9a-f]{64}|[0-9A-F]{64}|[0-9a-f]{96}|[0-9a-f]{128})"
+    r"|sha(?:256|384|512)-[A-Za-z0-9+/]{43,86}={0,2}"
+    r"|0x[0-9a-fA-F]{1,32}"
+    r"|[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){3,7}"
+    r"|(?:(?:GPU|MIG|MIG-GPU)-)?\{?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\}?"
+    r"(?:/\d{1,3}){0,2}"
+    r"|v?\d{1,6}(?:[._-]\d{1,8}){1,5}"
+    r"|(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+    r"|[0-9a-fA-F]{2}(?:[:-][0-9a-fA-F]{2}){5,19}",
+    re.ASCII,
+)
+
+
+def _identifier(value: str) -> bool:
+    return _IDENTIFIER.fullmatch(value.rstrip(",;)]}")) is not None
 
 
 def _entropy(value: str) -> float:
@@ -89,6 +113,8 @@ def _entropy(value: str) -> float:
 
 
 def _high_entropy(value: str, _m: re.Match[str]) -> bool:
+    if _identifier(value):
+        return False
     classes = sum(any(test(c) for c in value) for test in (str.isupper, str.islower, str.isdigit))
     looks_like_path = value.startswith(("/", "./", "~", "http:", "https:", "file:"))
     return len(value) >= 16 and classes >= 2 and not looks_like_path and _entropy(value) >= 3.5
@@ -115,6 +141,20 @@ def _rule(kind: str, pattern: str, anchors: tuple[str, ...], flags: int = 0,
     return SecretRule(kind, re.compile(pattern, _F | flags), anchors, accept, multiline)
 
 
+def _standalone(value: str, m: re.Match[str]) -> bool:
+    """No word character or `-` right before the token (`x-ghp_…`, `my_hf_…` are words, not tokens)."""
+    start = m.start()
+    return start == 0 or not (m.string[start - 1].isalnum() or m.string[start - 1] in "_-")
+
+
+def _run_rule(kind: str, pattern: str, anchors: tuple[str, ...]) -> SecretRule:
+    return SecretRule(kind, re.compile(pattern, _F), anchors, _standalone, runs=True)
+
+
+def _token_rule(fmt: TokenFormat) -> SecretRule:
+    return _run_rule(fmt.kind, token_regex(fmt), fmt.anchors)
+
+
 _I = re.IGNORECASE
 _PASSWORD_KEYS = r"password|passwd|passphrase|mysql_pwd"
 _SECRET_KEYS = r"secret|token|api[_-]?key|apikey|secret[_-]?key|access[_-]?key|auth[_-]?key|private[_-]?key"
@@ -129,6 +169,20 @@ SECRET_RULES: tuple[SecretRule, ...] = (
           multiline=True),
     _rule("private-key", rf"(?P<v>-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----{_PEM_BODY})", ("private key",),
           multiline=True),
+    # A PuTTY key file whole, as a PEM block is (its comment often names a user and a host); a fragment from
+    # its private lines on.
+    _rule("putty-private-key", r"(?P<v>PuTTY-User-Key-File-[23]:[^\n]{0,256}\n(?:[^\n]{0,4096}\n){0,64}?"
+          r"Private-MAC:[ \t]*[0-9a-fA-F]{0,128})", ("putty-user-key-file",), multiline=True),
+    _rule("putty-private-key", r"Private-Lines:[ \t]*\d{1,5}\r?\n"
+          r"(?P<v>(?:[A-Za-z0-9+/=]{1,256}\r?\n)*+[A-Za-z0-9+/=]{1,256})", ("private-lines",), multiline=True),
+    # Vendor formats, on token runs (all 24 characters or more): cloud, model hubs, LLM APIs, CI, registries,
+    # chat, payment and mail (vendors.py).
+    _run_rule("azure-client-secret", r"(?<![\w~.-])(?P<v>[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?![\w~.-])",
+              ("q~",)),
+    _run_rule("github-token", r"(?P<v>(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}+|github_pat_\w{22,255}+)(?![\w-])",
+              ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    _run_rule("google-api-key", r"(?P<v>AIza[\w-]{35})(?![\w-])", ("aiza",)),
+    *(_token_rule(fmt) for fmt in TOKEN_FORMATS),
     _rule("jwt", r"(?<![\w-])(?P<v>eyJ[\w-]{6,}\.[\w-]{6,}\.[\w-]*)", ("eyj",)),
     # AWS: the secret key next to its id before the id itself (the id anchors the search).
     _rule("aws-secret-access-key",
@@ -141,18 +195,16 @@ SECRET_RULES: tuple[SecretRule, ...] = (
           rf"(?:x-amz-security-token|aws_session_token|aws_security_token|sessiontoken)"
           rf"(?![\w-]){_SEP}{_NOT_DONE}{_VALUE}", ("token",), _I),
     # Azure.
-    _rule("azure-client-secret", r"(?<![\w~.-])(?P<v>[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34})(?![\w~.-])",
-          ("q~",)),
     _rule("azure-client-secret", _keyed(r"client[_-]?secret|clientsecret"), ("secret",), _I),
     _rule("azure-storage-key", rf"(?<![\w-])AccountKey={_NOT_DONE}(?P<v>[A-Za-z0-9+/=]{{20,}})", ("accountkey",),
           _I),
     _rule("azure-storage-key", _keyed(r"azure_storage_(?:account_)?key|storage_?account_?key"), ("key",), _I),
     _rule("azure-sas-signature", rf"[?&;]sig={_NOT_DONE}(?P<v>[A-Za-z0-9%+/=_-]{{16,}})", ("sig=",), _I),
-    # Vendor tokens with a recognizable prefix.
-    _rule("github-token", r"(?<![\w])(?P<v>(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}|github_pat_\w{22,255})"
-          r"(?![\w])", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    _rule("slack-token", r"(?<![\w-])(?P<v>xox[abposr]-[A-Za-z0-9-]{10,})", ("xox",)),
-    _rule("google-api-key", r"(?<![\w-])(?P<v>AIza[\w-]{35})(?![\w-])", ("aiza",)),
+    # A Telegram bot token holds a `:`, which ends a token run: a line rule of its own.
+    _rule("telegram-bot-token", r"(?:(?<=/bot)|(?<![\w-]))(?P<v>\d{8,10}:AA[\w-]{33})(?![\w-])", (":aa",)),
+    # Credentials files.
+    _rule("docker-auth", rf'"auth"[ \t]*+:[ \t]*+"{_NOT_DONE}(?P<v>[A-Za-z0-9+/=]{{4,}})"', ('"auth"',)),
+    _rule("npm-token", rf"(?<![\w-])_auth[ \t]*+={_NOT_DONE}[ \t]*+{_VALUE}", ("_auth",)),
     # HTTP credentials.
     _rule("basic-auth", rf"\bAuthorization{_SEP}[\"']?Basic[ \t]+{_NOT_DONE}(?P<v>[A-Za-z0-9+/]+=*)",
           ("basic",), _I),
@@ -162,20 +214,35 @@ SECRET_RULES: tuple[SecretRule, ...] = (
           ("cookie",), _I),
     _rule("cookie", rf"(?<![\w-])--cookie(?:=|{_ARG_SEP}){_NOT_DONE}{_VALUE}", ("--cookie",), _I),
     # Passwords: in URLs, on command lines, in environments and configuration files.
-    _rule("url-password",
-          r"://[^\s/:@\"'<>]+:(?!\[REDACTED:)(?P<v>[^\s/@\"'<>]+)@",
-          ("://",)),
-    _rule("password", r"(?:mysql|mariadb|sshpass)[\w-]*[^\n|;&]*?[ \t\x00]-p"
-          rf"(?:{_ARG_SEP}(?![-\[]))?{_NOT_DONE}(?P<v>[^\s\x00\"']+)", ("mysql", "mariadb", "sshpass")),
-    _rule("password", _keyed_line(_PASSWORD_KEYS), ("pass", "pwd"), _I, accept=_line_key),
+    # The password runs to the last `@` of the URL (passwords hold `/` and `@`): `@`-separated stretches taken
+    # whole, the last one being the host and the rest of the URL.
+    _rule("url-password", r"://[^\s/:@\"'<>]{1,256}+:(?!\[REDACTED:)"
+          r"(?P<v>[^\s\"'<>@]{1,256}+(?:@[^\s\"'<>@]{0,256}+)*?)@[^\s\"'<>@]*+(?![^\s\"'<>])", ("://",)),
+    _rule("password", _program_flag("mysql|mariadb|sshpass", "-p"), ("mysql", "mariadb", "sshpass")),
+    _rule("password", _program_flag("ipmitool", "-P"), ("ipmitool",)),
+    _rule("password", _program_flag("redis-cli", "-a"), ("redis-cli",)),
+    _rule("password", r"(?<![\w-])curl(?:[ \t]++(?!(?:-u|--user)[ \t=])[^\s|;&]++){0,32}+[ \t]++(?:-u|--user)"
+          r"(?:[ \t]+|=)"
+          r"""(?:'[^':\n]{1,128}:(?P<vs>[^'\n]*)'|"[^":\n]{1,128}:(?P<vd>[^"\n]*)"|"""
+          r"""[^\s:"']{1,128}:(?!\[REDACTED:)(?P<vu>[^\s"']+))""", ("curl",)),
+    _rule("password", rf"(?<![\w-])-pass(?:in|out)?[ \t]+pass:{_NOT_DONE}(?P<vu>[^\s\x00\"']+)", ("pass:",)),
+    # netrc: `machine h login u password p` on one line, or `password p` alone on its line.
+    _rule("password", rf"(?<![\w-])login[ \t]+[^\s]{{1,256}}[ \t]+password[ \t]+{_NOT_DONE}(?P<vu>[^\s]+)",
+          ("login",)),
+    _rule("password", rf"(?m)^[ \t]*+password[ \t]+{_NOT_DONE}(?P<vu>[^\s\"']+)[ \t]*+\r?$", ("password",)),
+    _rule("password", r'key="(?:ClearText)?Password"[ \t]+value="(?!\[REDACTED:)(?P<vd>[^"\n]*)"', ("password",),
+          _I),
+    _rule("secret", rf"(?<![\w-])wandb[ \t]+login(?:[ \t]+--relogin)?[ \t]+{_NOT_DONE}(?P<vu>[\w-]{{40,86}})",
+          ("wandb",)),
+    _rule("password", _keyed_line(_PASSWORD_KEYS), ("pass", "pwd"), _I),
     _rule("password", _keyed(_PASSWORD_KEYS), ("pass", "pwd"), _I),
     _rule("password", _flag(_PASSWORD_KEYS), ("pass",), _I),
     # Anything else under a secret-looking key; then any high-entropy value under a key that mentions one.
-    _rule("secret", _keyed_line(_SECRET_KEYS), _SECRET_ANCHORS, _I, accept=_line_not_numeric),
+    _rule("secret", _keyed_line(_SECRET_KEYS), _SECRET_ANCHORS, _I, accept=_not_numeric),
     _rule("secret", _keyed(_SECRET_KEYS), _SECRET_ANCHORS, _I, accept=_not_numeric),
     _rule("secret", _flag(_SECRET_KEYS), _SECRET_ANCHORS, _I, accept=_not_numeric),
     _rule("high-entropy-secret",
-          rf"(?:secret|token|passw|api_?key|apikey|credential|private_?key|auth_?key|access_?key)[\w.-]*{_SEP}"
+          rf"(?:secret|token|passw|api_?key|apikey|credential|private_?key|auth_?key|access_?key)[\w.-]{{0,64}}{_SEP}"
           rf"{_NOT_DONE}{_VALUE}", ("secret", "token", "passw", "key", "credential"), _I,
           accept=_high_entropy),
 )
@@ -183,19 +250,33 @@ SECRET_RULES: tuple[SecretRule, ...] = (
 SECRET_KINDS: tuple[str, ...] = tuple(dict.fromkeys(rule.kind for rule in SECRET_RULES))
 
 
-_ALL_ANCHORS = tuple(sorted({a for r in SECRET_RULES for a in r.anchors}))
+# Run-local rules need a token run, which the fast path looks for instead of their many anchors.
+_ALL_ANCHORS = tuple(sorted({a for r in SECRET_RULES if not r.runs for a in r.anchors}))
 
 
-def _batches() -> list[tuple[tuple[str, ...] | None, tuple[SecretRule, ...]]]:
-    """The rules in order, as runs of line-local rules (with the anchors of them all) and single multi-line
-    rules (anchors None: run on the whole text)."""
+_LINES, _WHOLE, _RUNS = "lines", "whole", "runs"
+
+
+def _batches() -> list[tuple[str, tuple[str, ...], tuple[SecretRule, ...]]]:
+    """The rules in order, as (how, anchors, rules): runs of line-local rules with the anchors of them all,
+    single multi-line rules (run on the whole text), runs of run-local rules (run on token runs)."""
     groups: list[list[SecretRule]] = []
     for rule in SECRET_RULES:
-        if rule.multiline or not groups or groups[-1][0].multiline:
+        if not groups or rule.multiline or groups[-1][0].multiline or rule.runs != groups[-1][0].runs:
             groups.append([rule])
         else:
             groups[-1].append(rule)
-    return [(None if g[0].multiline else tuple({a for r in g for a in r.anchors}), tuple(g)) for g in groups]
+    out = []
+    for g in groups:
+        how = _WHOLE if g[0].multiline else _RUNS if g[0].runs else _LINES
+        out.append((how, _fewest({a for r in g for a in r.anchors}), tuple(g)))
+    return out
+
+
+def _fewest(anchors: set[str]) -> tuple[str, ...]:
+    """The anchors that find every line the given ones find: each scan of a big text costs, and a line that
+    holds `password` holds `pass`."""
+    return tuple(sorted(a for a in anchors if not any(b != a and b in a for b in anchors)))
 
 
 _BATCHES = _batches()
@@ -204,22 +285,28 @@ _BATCHES = _batches()
 def redact_secrets(text: str, counts: Counter[str]) -> str:
     """Every secret in `text` replaced by its marker; `counts` gains one per value replaced, by kind."""
     lowered = ascii_lower(text)
-    # Most text (counter names, sysfs paths, kernel log lines) holds no anchor at all.
-    if not any(anchor in lowered for anchor in _ALL_ANCHORS):
+    # Most items (counter names, sysfs paths, states) hold no anchor and no token run at all. A big text holds
+    # some anchor anyway, and each batch below looks for its own.
+    if len(text) < WINDOW_MIN and not any(anchor in lowered for anchor in _ALL_ANCHORS) and not token_runs(text):
         return text
-    for anchors, rules in _BATCHES:
-        if anchors is None:
-            text = _run(rules, text, counts)
+    for how, anchors, rules in _BATCHES:
+        before = text
+        if how == _RUNS:
+            text = on_runs(text, token_runs(text), lambda t, rules=rules: _run(rules, t, counts))
+        elif how == _WHOLE:
+            text = _run(rules, text, counts, lowered)
         else:
             text = on_lines(text, lambda t, anchors=anchors: literal_hits(ascii_lower(t), anchors),
                             lambda t, rules=rules: _run(rules, t, counts))
+        if text != before:
+            lowered = ascii_lower(text)
     return text
 
 
-def _run(rules: tuple[SecretRule, ...], text: str, counts: Counter[str]) -> str:
-    lowered = ascii_lower(text)
+def _run(rules: tuple[SecretRule, ...], text: str, counts: Counter[str], lowered: str | None = None) -> str:
+    lowered = ascii_lower(text) if lowered is None else lowered
     for rule in rules:
-        if any(anchor in lowered for anchor in rule.anchors):
+        if (rule.runs and not rule.anchors) or any(anchor in lowered for anchor in rule.anchors):
             text = _apply(rule, text, counts)
     return text
 
