@@ -30,12 +30,14 @@ from fabricase.collectors import select_collectors
 from fabricase.collectors.framing import parse_stream
 from fabricase.collectors.plan import CapturePlan, compile_script
 from fabricase.errors import (
+    CaptureError,
     CaptureInterrupted,
     TargetError,
 )
 from fabricase.models import (
     Capture,
     Finding,
+    HostCapture,
     HostStatus,
     MetricSample,
 )
@@ -100,7 +102,14 @@ def _host_budget(plan: CapturePlan) -> float:
 
 def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str) -> None:
     stream = parse_stream(run.stdout)
-    hc = host_capture_from_stream(run.host, stream, plan)
+    try:
+        hc = host_capture_from_stream(run.host, stream, plan)
+    except Exception as exc:  # a bug met on one host's bytes: that host is failed, the fleet's capture goes on
+        hc = HostCapture(run.host, HostStatus.FAILED, transport, started_at=run.started_at,
+                         finished_at=run.finished_at,
+                         reason=f"capture stream: cannot be indexed ({type(exc).__name__}: {str(exc)[:200]})")
+        write_host(root, hc, run.stdout)
+        return
     hc.transport, hc.started_at, hc.finished_at = transport, run.started_at, run.finished_at
     hc.status, hc.reason = run.status, run.reason
     if run.status == HostStatus.OK and stream.error:
@@ -234,7 +243,13 @@ def load_input(path: Path) -> Capture:
         tmp = tempfile.mkdtemp(prefix="fabricase-bundle-")
         _TEMP_DIRS.append(tmp)
         dest = extract_bundle(path, Path(tmp))
-        return load_capture(dest)
+        try:
+            return load_capture(dest)
+        except CaptureError as exc:
+            # Name the bundle's member, not the temporary folder it was extracted to (gone at exit).
+            if exc.where and exc.where.startswith(tmp):
+                exc.where = f"{path}: {exc.where[len(tmp):].lstrip(os.sep)}"
+            raise
     return load_capture(path)
 
 

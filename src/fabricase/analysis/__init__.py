@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -16,12 +17,13 @@ from fabricase.analysis.fleet import fleet_inputs
 from fabricase.analysis.nccl import nccl_findings
 from fabricase.analysis.netdev import netdev_samples
 from fabricase.analysis.rules import Rule
-from fabricase.errors import ParseError
-from fabricase.models import Capture, Finding, HostCapture, MetricSample, Severity
+from fabricase.errors import CaptureError, ParseError
+from fabricase.models import Capture, CaptureItem, Finding, HostCapture, HostStatus, MetricSample, Severity
 
 __all__ = [
     "ANALYZERS",
     "Analyzer",
+    "HostAnalysisError",
     "analyze",
     "analyze_host",
     "findings_from_json",
@@ -74,23 +76,92 @@ class _HostResult:
     extra: Any = None  # what analyze's `per_host` hook took from the host's items
 
 
+class HostAnalysisError(CaptureError):
+    """One host's items could not be analyzed: `stage` (the domain, rule or hook) raised `__cause__`; .where is
+    the host. analyze() records it on the host (status failed, reason `analysis: ...`) and analyzes the rest;
+    analyze_host() raises it, so that a caller sees one line rather than a parser's traceback."""
+
+    def __init__(self, host: str, stage: str, reason: str) -> None:
+        super().__init__(f"analysis: {reason}", where=host)
+        self.host, self.stage, self.reason = host, stage, reason
+
+
+def _rule_name(rule: Rule) -> str:
+    return getattr(rule, "__name__", None) or type(rule).__name__
+
+
 def _analyze_host(hc: HostCapture, *, fleet: bool = True,
                   per_host: Callable[[HostCapture], Any] | None = None) -> _HostResult:
+    """One host's findings (and what the fleet step needs). Whatever its items make a parser, a rule or the
+    hook raise becomes HostAnalysisError naming the stage, the item read last and the line that raised."""
     from fabricase.analysis.hostconfig import host_config
 
+    stage = "start"
     try:
-        samples = host_samples(hc)
-        findings = sort_findings(finding for a in ANALYZERS for rule in a.rules for finding in rule(hc, samples))
+        samples: list[MetricSample] = []
+        for a in ANALYZERS:
+            stage = f"{a.name} samples"
+            samples += a.samples(hc)
+        found: list[Finding] = []
+        for a in ANALYZERS:
+            for rule in a.rules:
+                stage = f"{a.name} rule {_rule_name(rule)}"
+                found += rule(hc, samples)
+        stage = "sorting findings"
+        findings = sort_findings(found)
         if not fleet:
             return _HostResult(findings, [], None, [])
-        return _HostResult(findings, fleet_inputs(samples), host_config(hc) if hc.items else None,
-                           perf.perf_records(hc), per_host(hc) if per_host is not None else None)
+        stage = "fleet inputs"
+        inputs = fleet_inputs(samples)
+        stage = "host configuration"
+        config = host_config(hc) if hc.items else None
+        stage = "perf records"
+        records = perf.perf_records(hc)
+        stage = "per-host hook"
+        extra = per_host(hc) if per_host is not None else None
+        return _HostResult(findings, inputs, config, records, extra)
+    except Exception as exc:  # any error of this host's data: recorded with it, the fleet goes on (analyze)
+        raise HostAnalysisError(hc.host, stage, _failure(stage, exc, hc.cache.get("last_item"))) from exc
     finally:
         hc.release()
 
 
+_REASON_CHARS = 400  # a status reason is one line in a table: the error's own words, cut
+
+
+def _failure(stage: str, exc: BaseException, item: CaptureItem | None) -> str:
+    """`<stage>: <Error>: <message> (after reading <item>; <file>:<line> in <function>)`, one line."""
+    message = " ".join(str(exc).split())[:_REASON_CHARS] or "(no message)"
+    where = []
+    if item is not None:
+        where.append(f"after reading {item.source[:200]} (snapshot {item.snapshot})")
+    frame = _raising_frame(exc)
+    if frame:
+        where.append(frame)
+    return f"{stage}: {type(exc).__name__}: {message}" + (f" ({'; '.join(where)})" if where else "")
+
+
+def _raising_frame(exc: BaseException) -> str | None:
+    """The innermost fabricase line of the traceback, e.g. `parsers/sysfs.py:41 in parse_counter`."""
+    import traceback
+
+    marker = f"{os.sep}fabricase{os.sep}"
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if marker in frame.filename and frame.filename != __file__:  # this module is the boundary, not the cause
+            return f"{frame.filename.rsplit(marker, 1)[1]}:{frame.lineno} in {frame.name}"
+    return None
+
+
+def _mark_failed(hc: HostCapture, error: HostAnalysisError) -> None:
+    """The host's status becomes failed with `analysis: ...`; what the capture said of it is kept after."""
+    if hc.status == HostStatus.FAILED and hc.reason and hc.reason.startswith("analysis: "):
+        return  # analyzed again (the bundle, after the terminal): the same failure, said once
+    before = "" if hc.status == HostStatus.OK else f"; capture: {hc.status}" + (f": {hc.reason}" if hc.reason else "")
+    hc.status, hc.reason = HostStatus.FAILED, f"analysis: {error.reason}{before}"
+
+
 def analyze_host(hc: HostCapture) -> list[Finding]:
-    """Every rule's findings for one host, sorted."""
+    """Every rule's findings for one host, sorted; HostAnalysisError when its items cannot be analyzed."""
     return _analyze_host(hc, fleet=False).findings
 
 
@@ -170,17 +241,29 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
     `samples_out` is given, it receives each host's samples that fleet statistics read (error, traffic, pause and
     class gauges), for the report's heat map, so nobody has to read the items again. `per_host(hc)` runs while a
     host's items are read (the diagnosis takes each host's hardware aliases so); `per_host_out` receives its
-    results by host."""
+    results by host.
+
+    A host whose items make a parser, a rule or `per_host` raise is marked on the capture itself: status
+    failed, reason `analysis: <stage>: <error> (after reading <item>; <line>)`, so that every later stage (the
+    diagnosis, the terminal, the ticket) shows it; it has no findings and no samples, and the rest of the fleet
+    is analyzed as if it had not been captured."""
     from fabricase.analysis.fleet import judgeable_families
     from fabricase.analysis.topology import shared_component_findings
 
     host_findings: list[Finding] = []
     results: dict[str, _HostResult] = {}
     for hc in capture.hosts:
-        results[hc.host] = _analyze_host(hc, per_host=per_host)
-        host_findings += results[hc.host].findings
+        try:
+            result = _analyze_host(hc, per_host=per_host)
+        except HostAnalysisError as error:
+            # One bad host never stops a fleet: it is marked failed (its findings and samples left out, so
+            # fleet statistics skip it) and the others are analyzed.
+            _mark_failed(hc, error)
+            continue
+        results[hc.host] = result
+        host_findings += result.findings
         if per_host_out is not None:
-            per_host_out[hc.host] = results[hc.host].extra
+            per_host_out[hc.host] = result.extra
     samples = {host: r.samples for host, r in results.items()}
     if samples_out is not None:
         samples_out.update(samples)

@@ -51,6 +51,8 @@ class HostItems:
         it = self._by_key.get((source, snapshot))
         if it is None or (it.kind == "command" and it.rc not in (0, None) and it.bytes == 0):
             return None
+        # Named in the host's failure reason if what follows raises (analysis._failure): the item read last.
+        self.hc.cache["last_item"] = it
         try:
             return self.hc.read(it).decode("utf-8", errors="replace")
         except (OSError, ValueError) as exc:

@@ -6,9 +6,12 @@ item before the cut and says where it stopped; it never raises on bad input.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-__all__ = ["FramedItem", "SnapshotMark", "StreamResult", "parse_stream"]
+from fabricase.caps import MAX_ITEM_BYTES
+
+__all__ = ["MAX_SNAPSHOT", "FramedItem", "SnapshotMark", "StreamResult", "parse_stream"]
 
 _MAGIC = b"@@FC1 "
 
@@ -45,18 +48,26 @@ class StreamResult:
     error: str | None = None  # why parsing stopped early, with the byte offset
 
 
+MAX_SNAPSHOT = 10_000  # snapshot indexes a stream (and a capture directory's index) may use
+_MAX_DIGITS = 18  # sizes, snapshots and exit codes of a real stream; more is not a number this format writes
+
+
 def _num(text: bytes) -> float | None:
+    if len(text) > 64:
+        return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def _int(text: bytes) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
+    """A plain decimal (optional minus): int() would also take `1_000`, ` 7 ` and 5,000-digit strings."""
+    digits = text[1:] if text[:1] == b"-" else text
+    if not digits or len(digits) > _MAX_DIGITS or not digits.isdigit():
         return None
+    return int(text)
 
 
 def _parse_item_header(fields: list[bytes]) -> tuple[FramedItem, int] | None:
@@ -65,7 +76,8 @@ def _parse_item_header(fields: list[bytes]) -> tuple[FramedItem, int] | None:
         return None
     collector, kind, snap, rc, size, trunc, t0, t1, source = fields[1:]
     n, snapshot = _int(size), _int(snap)
-    if n is None or n < 0 or snapshot is None or snapshot < 0 or kind not in (b"file", b"command", b"stderr"):
+    if (n is None or n < 0 or snapshot is None or not 0 <= snapshot <= MAX_SNAPSHOT
+            or kind not in (b"file", b"command", b"stderr")):
         return None
     item = FramedItem(
         collector=collector.decode("ascii", "replace"),
@@ -82,9 +94,9 @@ def _parse_item_header(fields: list[bytes]) -> tuple[FramedItem, int] | None:
 
 
 def _mark(result: StreamResult, fields: list[bytes]) -> bool:
-    if len(fields) != 4 or _int(fields[1]) is None:
+    idx = _int(fields[1]) if len(fields) == 4 else None
+    if idx is None or not 0 <= idx <= MAX_SNAPSHOT:
         return False
-    idx = _int(fields[1])
     mark = result.snapshots.setdefault(idx, SnapshotMark(idx))
     if fields[0] == b"S":
         mark.epoch_start, mark.uptime_start = _num(fields[2]), _num(fields[3])
@@ -94,6 +106,8 @@ def _mark(result: StreamResult, fields: list[bytes]) -> bool:
 
 
 def parse_stream(data: bytes) -> StreamResult:
+    """Every complete item of a framed stream, in order; never raises (StreamResult.error says where and why
+    parsing stopped: a cut, bytes that are no frame, an item over caps.MAX_ITEM_BYTES)."""
     result = StreamResult()
     pos, end = 0, len(data)
     while pos < end:
@@ -123,6 +137,11 @@ def parse_stream(data: bytes) -> StreamResult:
                 result.error = f"malformed item header at byte {nl - len(line)}"
                 break
             item, n = parsed
+            if n > MAX_ITEM_BYTES:
+                # No collector writes this much (commands are cut at 8 MB): refused here, not when analyzed.
+                result.error = (f"item {item.source[:200]} (snapshot {item.snapshot}) is {n:,} bytes, over the "
+                                f"{MAX_ITEM_BYTES // 2**20} MiB cap on one item, at byte {nl - len(line)}")
+                break
             if pos + n + 1 > end or data[pos + n:pos + n + 1] != b"\n":
                 result.error = f"stream cut inside item {item.source} (snapshot {item.snapshot}) at byte {pos}"
                 break
