@@ -10,18 +10,35 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fabricase import __version__
-from fabricase.caps import MAX_ITEM_BYTES, MAX_MEMBER_BYTES, MIB
-from fabricase.collectors.framing import MAX_SNAPSHOT, StreamResult
+from fabricase.caps import MAX_ITEM_BYTES, MIB
+from fabricase.capture_records import (
+    STATUSES,
+    STREAM_FILE,
+    MissingFile,
+    as_object,
+    bad_field,
+    flag_field,
+    integer_field,
+    item_path,
+    item_record,
+    kind_of,
+    member_size,
+    number_field,
+    open_member,
+    read_json,
+    read_member,
+    snapshot_record,
+    text_field,
+)
+from fabricase.collectors.framing import StreamResult
 from fabricase.collectors.plan import CapturePlan
 from fabricase.errors import CaptureError, CorruptItemError, ParseError, TargetError
 from fabricase.models import Capture, CaptureItem, HostCapture, HostStatus, InputFile, Placement, SnapshotInfo
@@ -47,7 +64,6 @@ __all__ = [
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
-STREAM_FILE = "stream.fc1"  # a host's capture stream, byte for byte as the host sent it
 _FORMAT = "fabricase-capture"
 _SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
@@ -55,19 +71,6 @@ _SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-
-def _item_path(source: str, snapshot: int, kind: str) -> str | None:
-    """Where an item's bytes are stored inside the host folder; None for a source we refuse to store."""
-    if source.startswith("cmd:"):
-        name = source[4:]
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-            return None
-        return f"s{snapshot}/cmd/{name}" + (".stderr" if kind == "stderr" else "")
-    # String checks, not pathlib: this runs for every item of every host (3,000 items a GPU host).
-    # `/../` in source + "/" is `".." in source.split("/")` for an absolute path, without building the list.
-    if not source.startswith("/") or "\n" in source or "/../" in source + "/":
-        return None
-    return f"s{snapshot}/fs{source}"
 
 
 def _error_for(kind: str, rc: int | None, timeout_s: float | None, stderr: bytes) -> str | None:
@@ -89,7 +92,7 @@ def host_capture_from_stream(host: str, stream: StreamResult, plan: CapturePlan)
     items: list[CaptureItem] = []
     seen: set[str] = set()
     for fi in stream.items:
-        logical = _item_path(fi.source, fi.snapshot, fi.kind)
+        logical = item_path(fi.source, fi.snapshot, fi.kind)
         if logical is None or logical in seen:
             continue  # refused or duplicate (two globs reaching one file): the first read wins
         seen.add(logical)
@@ -169,7 +172,7 @@ INPUT_CAP = 256 * 1024 * 1024
 def add_inputs(root: Path, kind: str, files: list[Path], cap: int = INPUT_CAP) -> list[InputFile]:
     """Copy files given by the user (e.g. NCCL logs) into inputs/<kind>/ and list them in capture.json."""
     meta_path = root / "capture.json"
-    meta = _object(_read_json(root.resolve(), meta_path), "", str(meta_path))
+    meta = as_object(read_json(root.resolve(), meta_path), "", str(meta_path))
     inputs = list(meta.get("inputs", []))
     added = []
     for n, src in enumerate(files, start=len(inputs)):
@@ -233,19 +236,6 @@ def write_host(root: Path, hc: HostCapture, raw: bytes) -> HostCapture:
 
 _WHOLE_READ_BYTES = 32 * MIB  # a host stream up to this is read once and sliced; a larger one, item by item
 _CHUNK = MIB  # sha256 is computed over reads of this size: memory stays flat whatever the item size
-_ITEM_KINDS = ("file", "command", "stderr")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_STATUSES = tuple(str(s) for s in HostStatus)
-
-
-class _Missing(CaptureError):
-    """A file of the capture is not there (an integrity problem where the index lists it)."""
-
-
-def _mib(n: int) -> str:
-    return f"{n // MIB} MiB"
-
-
 def find_capture_root(path: Path) -> Path:
     """The capture directory at `path`, or inside an unpacked bundle (path/capture)."""
     if not path.exists():
@@ -257,210 +247,6 @@ def find_capture_root(path: Path) -> Path:
             return candidate
     raise TargetError("not a capture directory (no capture.json)", where=str(path))
 
-
-def _open_member(inside: Path, path: Path, where: str) -> int:
-    """A descriptor open for reading `path`, which must be a plain file under `inside` (resolved) and within
-    caps.MAX_MEMBER_BYTES. A symlink out of the capture is refused (a capture must not make fabricase read
-    another file of this machine, or /dev/zero), and so are FIFOs and devices, which block or never end."""
-    try:
-        real = path.resolve(strict=True)
-    except FileNotFoundError as exc:
-        raise _Missing("missing", where=where) from exc
-    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, on older Pythons
-        raise CaptureError(f"cannot be resolved ({getattr(exc, 'strerror', None) or exc})", where=where) from exc
-    if not real.is_relative_to(inside):
-        raise CaptureError("a symlink to outside the capture directory (refused)", where=where)
-    try:
-        # O_NONBLOCK: a FIFO swapped in opens at once instead of waiting for a writer; fstat then refuses it.
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise CaptureError(f"unreadable ({exc.strerror})", where=where) from exc
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise CaptureError("not a plain file (a directory, FIFO or device; refused)", where=where)
-    if st.st_size > MAX_MEMBER_BYTES:
-        os.close(fd)
-        raise CaptureError(f"{st.st_size:,} bytes, over the {_mib(MAX_MEMBER_BYTES)} cap on one file", where=where)
-    return fd
-
-
-def _member_size(inside: Path, path: Path, where: str) -> int:
-    fd = _open_member(inside, path, where)
-    try:
-        return os.fstat(fd).st_size
-    finally:
-        os.close(fd)
-
-
-def _read_member(inside: Path, path: Path, where: str, cap: int) -> bytes:
-    """A whole file of the capture, refused when over `cap` bytes (it is read into memory)."""
-    fd = _open_member(inside, path, where)
-    with os.fdopen(fd, "rb") as fh:
-        size = os.fstat(fd).st_size
-        # read(n) allocates n bytes up front: ask for the size the file has (+1 to see one that grows), not cap.
-        data = fh.read(min(size, cap) + 1)
-    if len(data) > cap:
-        raise CaptureError(f"{max(size, len(data)):,} bytes, over the {_mib(cap)} cap on what is read whole",
-                           where=where)
-    return data
-
-
-def _read_json(inside: Path, path: Path) -> Any:
-    """One JSON document of the capture (capture.json, host.json, index.json), strictly: UTF-8, no NaN."""
-    where = str(path)
-    data = _read_member(inside, path, where, MAX_ITEM_BYTES)
-    try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-    except UnicodeDecodeError as exc:
-        raise CaptureError(f"unreadable JSON (not UTF-8 at byte {exc.start})", where=where) from exc
-    except RecursionError as exc:
-        raise CaptureError("unreadable JSON (nested too deep)", where=where) from exc
-    except ValueError as exc:
-        reason = "a number of over 4,300 digits" if "digits" in str(exc) else str(exc)
-        raise CaptureError(f"unreadable JSON ({reason})", where=where) from exc
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number the capture format allows")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    return {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number"}.get(
-        type(value), type(value).__name__)
-
-
-def _object(value: Any, label: str, where: str) -> dict:
-    """A JSON object; label names it inside its file ("" for the whole document)."""
-    if type(value) is not dict:
-        what = f"{label} is {_kind(value)}" if label else f"holds {_kind(value)}"
-        raise CaptureError(f"{what}, not a JSON object", where=where)
-    return value
-
-
-def _bad(label: str, key: str, want: str, value: Any, where: str) -> CaptureError:
-    return CaptureError(f"{label + ': ' if label else ''}{key} must be {want}, not {_kind(value)}", where=where)
-
-
-# Field readers: `default` ... (Ellipsis) means the field is required; None means it may be missing or null.
-def _text(d: dict, key: str, label: str, where: str, default: Any = ...) -> Any:
-    value = d.get(key, default)
-    if value is ...:
-        raise CaptureError(f"{label}: no {key}", where=where)
-    if type(value) is str or (value is None and default is None):
-        return value
-    raise _bad(label, key, "a string" + (" or null" if default is None else ""), value, where)
-
-
-def _integer(d: dict, key: str, label: str, where: str, low: int, high: int, default: Any = ...) -> Any:
-    value = d.get(key, default)
-    if value is ...:
-        raise CaptureError(f"{label}: no {key}", where=where)
-    if value is None and default is None:
-        return None
-    if type(value) is not int:
-        raise _bad(label, key, "an integer", value, where)
-    if not low <= value <= high:
-        raise CaptureError(f"{label}: {key} is out of range ({low:,} to {high:,})", where=where)
-    return value
-
-
-def _number(d: dict, key: str, label: str, where: str, default: Any = None) -> float | None:
-    value = d.get(key, default)
-    if value is None:
-        return None
-    if type(value) is int and abs(value) <= 2**63:
-        return value
-    if type(value) is not float or not math.isfinite(value):
-        raise _bad(label, key, "a finite number or null", value, where)
-    return value
-
-
-def _item_record(raw: Any, n: int, where: str) -> CaptureItem:
-    """One index entry, every field checked. A host has thousands: the common case is one expression
-    (_well_typed_item); only an entry it refuses goes field by field, to say which field is wrong."""
-    item = _well_typed_item(raw)
-    if item is not None:
-        return item
-    label = f"item {n}"
-    d = _object(raw, label, where)
-    source = _text(d, "source", label, where)
-    snapshot = _integer(d, "snapshot", label, where, 0, MAX_SNAPSHOT)
-    kind = _text(d, "kind", label, where)
-    if kind not in _ITEM_KINDS:
-        raise CaptureError(f"{label}: kind {kind[:20]!r} is not one of {', '.join(_ITEM_KINDS)}", where=where)
-    size = _integer(d, "bytes", label, where, 0, 2**63)
-    if size > MAX_ITEM_BYTES:
-        raise CaptureError(f"{label} ({source[:200]!r}) is {size:,} bytes, over the {_mib(MAX_ITEM_BYTES)} cap "
-                           "on one item", where=where)
-    sha256 = _text(d, "sha256", label, where)
-    if not _SHA256.fullmatch(sha256):
-        raise CaptureError(f"{label}: sha256 is not 64 hexadecimal digits", where=where)
-    path = _text(d, "path", label, where)
-    offset = _integer(d, "offset", label, where, 0, MAX_MEMBER_BYTES, None)
-    logical = _item_path(source, snapshot, kind)
-    if logical is None:
-        raise CaptureError(f"{label}: source {source[:200]!r} cannot be stored (not a path or cmd:<name>)",
-                           where=where)
-    if offset is None and path != logical:
-        raise CaptureError(f"{label}: path {path[:200]!r} does not match its source", where=where)
-    if offset is not None and path != STREAM_FILE:
-        raise CaptureError(f"{label}: an offset, but the path {path[:200]!r} is not the host's stream", where=where)
-    return CaptureItem(
-        source=source, snapshot=snapshot, kind=kind, collector=_text(d, "collector", label, where, ""), path=path,
-        bytes=size, sha256=sha256, rc=_integer(d, "rc", label, where, -(10**18), 10**18, None),
-        duration_ms=_number(d, "duration_ms", label, where), truncated=_flag(d, "truncated", label, where),
-        error=_text(d, "error", label, where, None), command=_text(d, "command", label, where, None),
-        offset=offset,
-    )
-
-
-def _well_typed_item(d: Any) -> CaptureItem | None:
-    """The item when every field has the type and range fabricase writes, else None (then _item_record says
-    what is wrong). Must accept nothing that _item_record refuses."""
-    if type(d) is not dict:
-        return None
-    get = d.get
-    source, snapshot, kind, size, sha256 = get("source"), get("snapshot"), get("kind"), get("bytes"), get("sha256")
-    path, offset, rc, duration = get("path"), get("offset"), get("rc"), get("duration_ms")
-    collector, truncated, error, command = get("collector", ""), get("truncated", False), get("error"), get("command")
-    if not (type(source) is str and type(snapshot) is int and 0 <= snapshot <= MAX_SNAPSHOT and kind in _ITEM_KINDS
-            and type(size) is int and 0 <= size <= MAX_ITEM_BYTES and type(sha256) is str and type(path) is str
-            and _SHA256.fullmatch(sha256) and type(collector) is str and type(truncated) is bool
-            and (rc is None or (type(rc) is int and -(10**18) <= rc <= 10**18))
-            and (duration is None or (type(duration) is float and math.isfinite(duration))
-                 or (type(duration) is int and abs(duration) <= 2**63))
-            and (error is None or type(error) is str) and (command is None or type(command) is str)):
-        return None
-    if offset is None:
-        if path != _item_path(source, snapshot, kind):
-            return None
-    elif type(offset) is not int or not 0 <= offset <= MAX_MEMBER_BYTES or path != STREAM_FILE \
-            or _item_path(source, snapshot, kind) is None:
-        return None
-    return CaptureItem(source=source, snapshot=snapshot, kind=kind, collector=collector, path=path, bytes=size,
-                       sha256=sha256, rc=rc, duration_ms=duration, truncated=truncated, error=error, command=command,
-                       offset=offset)
-
-
-def _flag(d: dict, key: str, label: str, where: str) -> bool:
-    value = d.get(key, False)
-    if type(value) is not bool:
-        raise _bad(label, key, "true or false", value, where)
-    return value
-
-
-def _snapshot_record(raw: Any, n: int, where: str) -> SnapshotInfo:
-    label = f"snapshot {n}"
-    d = _object(raw, label, where)
-    return SnapshotInfo(index=_integer(d, "index", label, where, 0, MAX_SNAPSHOT),
-                        epoch=_number(d, "epoch", label, where),
-                        uptime_start=_number(d, "uptime_start", label, where),
-                        uptime_end=_number(d, "uptime_end", label, where))
 
 
 @dataclass
@@ -480,15 +266,15 @@ class StoredHost(HostCapture):
         if item.offset is None:
             data = self._blobs.get(item.path)
             if data is None:
-                data = self._blobs[item.path] = _read_member(self.inside, path, where, MAX_ITEM_BYTES)
+                data = self._blobs[item.path] = read_member(self.inside, path, where, MAX_ITEM_BYTES)
             return data
         blob = self._blobs.get(item.path)
         if blob is None and self.stream_bytes.get(item.path, _WHOLE_READ_BYTES + 1) <= _WHOLE_READ_BYTES:
-            blob = self._blobs[item.path] = _read_member(self.inside, path, where, _WHOLE_READ_BYTES)
+            blob = self._blobs[item.path] = read_member(self.inside, path, where, _WHOLE_READ_BYTES)
         if blob is not None:
             data = blob[item.offset:item.offset + item.bytes]
         else:
-            fd = _open_member(self.inside, path, where)
+            fd = open_member(self.inside, path, where)
             try:
                 data = os.pread(fd, item.bytes, item.offset)
             finally:
@@ -515,21 +301,21 @@ def _load_host(root: Path, inside: Path, name: str, verify: bool) -> HostCapture
 
 def _host_from_records(hdir: Path, inside: Path, name: str, verify: bool) -> StoredHost:
     where = str(hdir / "host.json")
-    meta = _object(_read_json(inside, hdir / "host.json"), "", where)
+    meta = as_object(read_json(inside, hdir / "host.json"), "", where)
     if meta.get("host") != name:
         raise CaptureError(f"names host {str(meta.get('host'))[:80]!r}, but its folder is {name!r}", where=where)
-    status = _text(meta, "status", "", where)
-    if status not in _STATUSES:
-        raise CaptureError(f"status {status[:40]!r} is not one of {', '.join(_STATUSES)}", where=where)
+    status = text_field(meta, "status", "", where)
+    if status not in STATUSES:
+        raise CaptureError(f"status {status[:40]!r} is not one of {', '.join(STATUSES)}", where=where)
     snapshots = meta.get("snapshots", [])
     if type(snapshots) is not list:
-        raise _bad("", "snapshots", "a list", snapshots, where)
+        raise bad_field("", "snapshots", "a list", snapshots, where)
     index_where = str(hdir / "index.json")
-    index = _object(_read_json(inside, hdir / "index.json"), "", index_where)
+    index = as_object(read_json(inside, hdir / "index.json"), "", index_where)
     raw_items = index.get("items")
     if type(raw_items) is not list:
-        raise _bad("", "items", "a list", raw_items, index_where)
-    items = [_item_record(raw, n, index_where) for n, raw in enumerate(raw_items)]
+        raise bad_field("", "items", "a list", raw_items, index_where)
+    items = [item_record(raw, n, index_where) for n, raw in enumerate(raw_items)]
     seen: set[tuple[str, int, str]] = set()
     for it in items:
         key = (it.source, it.snapshot, it.kind)
@@ -538,10 +324,10 @@ def _host_from_records(hdir: Path, inside: Path, name: str, verify: bool) -> Sto
                                where=index_where)
         seen.add(key)
     hc = StoredHost(
-        host=name, status=HostStatus(status), transport=_text(meta, "transport", "", where, ""),
-        reason=_text(meta, "reason", "", where, None), started_at=_text(meta, "started_at", "", where, None),
-        finished_at=_text(meta, "finished_at", "", where, None), items=items,
-        snapshots=[_snapshot_record(s, n, where) for n, s in enumerate(snapshots)], root=hdir, inside=inside,
+        host=name, status=HostStatus(status), transport=text_field(meta, "transport", "", where, ""),
+        reason=text_field(meta, "reason", "", where, None), started_at=text_field(meta, "started_at", "", where, None),
+        finished_at=text_field(meta, "finished_at", "", where, None), items=items,
+        snapshots=[snapshot_record(s, n, where) for n, s in enumerate(snapshots)], root=hdir, inside=inside,
     )
     _check_stream_bounds(hc)
     if verify:
@@ -563,8 +349,8 @@ def _check_stream_bounds(hc: StoredHost) -> None:
         if size is None:
             where = f"{hc.root}/{it.path}"
             try:
-                size = hc.stream_bytes[it.path] = _member_size(hc.inside, hc.root / it.path, where)
-            except _Missing as exc:
+                size = hc.stream_bytes[it.path] = member_size(hc.inside, hc.root / it.path, where)
+            except MissingFile as exc:
                 raise CorruptItemError("stream missing or unreadable", where=where) from exc
         if it.offset + it.bytes > size:
             raise CorruptItemError(f"stream ends {it.offset + it.bytes - size} bytes short of the item (truncated?)",
@@ -580,15 +366,15 @@ def _check_items(hc: StoredHost) -> None:
         if it.offset is None:
             path = hc.root / it.path
             try:
-                data = _read_member(hc.inside, path, str(path), MAX_ITEM_BYTES)
-            except _Missing as exc:
+                data = read_member(hc.inside, path, str(path), MAX_ITEM_BYTES)
+            except MissingFile as exc:
                 raise CorruptItemError("item missing or unreadable", where=str(path)) from exc
             _check_digest(data, it, str(path))
         else:
             streams.setdefault(it.path, []).append(it)
     for rel, items in streams.items():
         where = f"{hc.root}/{rel}"
-        fd = _open_member(hc.inside, hc.root / rel, where)
+        fd = open_member(hc.inside, hc.root / rel, where)
         try:
             size = os.fstat(fd).st_size
             whole = memoryview(os.pread(fd, size, 0)) if size <= _WHOLE_READ_BYTES else None
@@ -617,21 +403,24 @@ def _load_inputs(root: Path, inside: Path, meta: dict, verify: bool) -> list[Inp
     where = str(root / "capture.json")
     raw_inputs = meta.get("inputs", [])
     if type(raw_inputs) is not list:
-        raise _bad("", "inputs", "a list", raw_inputs, where)
+        raise bad_field("", "inputs", "a list", raw_inputs, where)
     items = []
     for n, raw in enumerate(raw_inputs):
         label = f"input {n}"
-        d = _object(raw, label, where)
-        item = InputFile(kind=_text(d, "kind", label, where), source=_text(d, "source", label, where, ""),
-                         path=_text(d, "path", label, where), bytes=_integer(d, "bytes", label, where, 0, 2**63),
-                         sha256=_text(d, "sha256", label, where), truncated=_flag(d, "truncated", label, where))
+        d = as_object(raw, label, where)
+        item = InputFile(kind=text_field(d, "kind", label, where),
+                         source=text_field(d, "source", label, where, ""),
+                         path=text_field(d, "path", label, where),
+                         bytes=integer_field(d, "bytes", label, where, 0, 2**63),
+                         sha256=text_field(d, "sha256", label, where),
+                         truncated=flag_field(d, "truncated", label, where))
         rel = PurePosixPath(item.path)
         if rel.is_absolute() or ".." in rel.parts or rel.parts[:1] != ("inputs",) or len(rel.parts) < 2:
             raise CorruptItemError("input path escapes the capture directory", where=f"{root}/{item.path}")
         path, at = root / item.path, f"{root}/{item.path}"
         try:
-            size = _member_size(inside, path, at)
-        except _Missing as exc:
+            size = member_size(inside, path, at)
+        except MissingFile as exc:
             raise CorruptItemError("input missing", where=at) from exc
         if size != item.bytes:
             raise CorruptItemError(f"input is {size} bytes, capture.json says {item.bytes} (truncated?)", where=at)
@@ -643,7 +432,7 @@ def _load_inputs(root: Path, inside: Path, meta: dict, verify: bool) -> list[Inp
 
 def _check_input_digest(inside: Path, path: Path, where: str, item: InputFile) -> None:
     digest = hashlib.sha256()
-    fd = _open_member(inside, path, where)
+    fd = open_member(inside, path, where)
     with os.fdopen(fd, "rb") as fh:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
@@ -654,11 +443,11 @@ def _check_input_digest(inside: Path, path: Path, where: str, item: InputFile) -
 def _capture_hosts(meta: dict, where: str) -> list[str]:
     hosts = meta.get("hosts", [])
     if type(hosts) is not list:
-        raise _bad("", "hosts", "a list of host names", hosts, where)
+        raise bad_field("", "hosts", "a list of host names", hosts, where)
     seen: set[str] = set()
     for name in hosts:
         if type(name) is not str or not _SAFE_HOST.match(name):
-            shown = repr(name)[:80] if type(name) is str else _kind(name)
+            shown = repr(name)[:80] if type(name) is str else kind_of(name)
             raise CaptureError(f"hosts: {shown} cannot name a host folder", where=where)
         if name in seen:
             raise CaptureError(f"hosts: {name!r} is listed twice", where=where)
@@ -673,31 +462,31 @@ def load_capture(path: Path, *, verify: bool = True) -> Capture:
     root = find_capture_root(path)
     inside = root.resolve()
     where = str(root / "capture.json")
-    meta = _read_json(inside, root / "capture.json")
+    meta = read_json(inside, root / "capture.json")
     if type(meta) is not dict or meta.get("format") != _FORMAT:
         raise CaptureError("not a fabricase capture (format field)", where=where)
     version = meta.get("format_version")
     if type(version) is not int or version not in READABLE_VERSIONS:
         readable = ", ".join(map(str, READABLE_VERSIONS))
-        shown = repr(version)[:40] if type(version) in (int, str) else _kind(version)
+        shown = repr(version)[:40] if type(version) in (int, str) else kind_of(version)
         raise CaptureError(f"capture format {shown} is not supported (this fabricase reads {readable})",
                            where=str(root))
     collectors = meta.get("collectors", {})
     if type(collectors) is not dict:
-        raise _bad("", "collectors", "an object of collector versions", collectors, where)
+        raise bad_field("", "collectors", "an object of collector versions", collectors, where)
     for name, number in collectors.items():
         if type(number) is not int or abs(number) >= 2**31:
-            raise _bad("collectors", f"the version of {name[:80]!r}", "an integer", number, where)
+            raise bad_field("collectors", f"the version of {name[:80]!r}", "an integer", number, where)
     targets = meta.get("targets", {})
     if type(targets) is not dict:
-        raise _bad("", "targets", "an object", targets, where)
-    interval = _number(meta, "interval_s", "", where) or 0.0
+        raise bad_field("", "targets", "an object", targets, where)
+    interval = number_field(meta, "interval_s", "", where) or 0.0
     if interval < 0:
         raise CaptureError("interval_s is negative", where=where)
     hosts = [_load_host(root, inside, name, verify) for name in _capture_hosts(meta, where)]
     return Capture(
-        root=root, format_version=version, created_at=_text(meta, "created_at", "", where, ""),
-        tool_version=_text(meta, "tool_version", "", where, ""), interval_s=float(interval),
+        root=root, format_version=version, created_at=text_field(meta, "created_at", "", where, ""),
+        tool_version=text_field(meta, "tool_version", "", where, ""), interval_s=float(interval),
         collectors=dict(collectors), targets=dict(targets), hosts=hosts,
         inputs=_load_inputs(root, inside, meta, verify),
     )
@@ -752,8 +541,8 @@ def load_placements(root: Path) -> list[Placement] | None:
     path = root / PLACEMENTS_FILE
     try:
         # Like every file of a capture: a plain file inside it (no symlink out, no FIFO), read up to a cap.
-        text = _read_member(root.resolve(), path, str(path), MAX_ITEM_BYTES).decode("utf-8")
-    except _Missing:
+        text = read_member(root.resolve(), path, str(path), MAX_ITEM_BYTES).decode("utf-8")
+    except MissingFile:
         return None
     except (CaptureError, UnicodeDecodeError) as exc:
         reason = exc.message if isinstance(exc, CaptureError) else str(exc)

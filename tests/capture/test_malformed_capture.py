@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fabricase import capturedir
+from fabricase import capture_records, capturedir
 from fabricase.caps import MAX_ITEM_BYTES, MAX_MEMBER_BYTES
 from fabricase.capturedir import load_capture
 from fabricase.cli import cli
@@ -232,7 +232,7 @@ def test_a_capture_format_1_host_with_items_as_files_still_loads(capture):
     hc = load_capture(capture).host("gpu001")
     it = hc.items[0]
     data = hc.read(it)
-    rel = capturedir._item_path(it.source, it.snapshot, it.kind)
+    rel = capture_records.item_path(it.source, it.snapshot, it.kind)
     (capture / "hosts/gpu001" / rel).parent.mkdir(parents=True)
     (capture / "hosts/gpu001" / rel).write_bytes(data)
     index = json.loads((capture / "hosts/gpu001/index.json").read_text())
