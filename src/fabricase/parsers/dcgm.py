@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fabricase.parsers.numbers import to_int
 from fabricase.parsers.nvidia_smi import normalize_pci
 
 __all__ = ["DcgmDiagResult", "DcgmDiscovery", "DcgmHealth", "parse_dcgmi_diag", "parse_dcgmi_discovery",
@@ -29,8 +30,7 @@ def _rows(text: str | None) -> list[tuple[str, str]]:
         raw = line.strip("|").split("|")
         left, right = raw[0].strip(), " ".join(c.strip() for c in raw[1:]).strip()
         if left.startswith("-----"):  # a section divider inside the box ("|-----  Deployment  ---+")
-            section = re.search(r"-{3,}\s+(.+?)\s+-{3,}", left)
-            rows.append((section.group(1) if section else "", ""))
+            rows.append((_section_name(left), ""))
             continue
         if not left and rows and right:
             new_word = not full or raw[1].startswith("  ")
@@ -40,6 +40,17 @@ def _rows(text: str | None) -> list[tuple[str, str]]:
         width = len(raw[-1]) - 2 if len(raw) > 1 else 0
         full = len(raw) > 1 and len(raw[-1].strip()) >= width - 1
     return rows
+
+
+def _section_name(divider: str) -> str:
+    """ "-----  Deployment  ---+" -> "Deployment": the words between the dash runs ("" when there are none).
+
+    Words, not the regex `-{3,}\\s+(.+?)\\s+-{3,}`, which is quadratic in a long run of dashes or spaces."""
+    words = divider.split()
+    end = next((i for i, word in enumerate(words[1:], 1) if word.startswith("---")), None)
+    if not words or set(words[0]) != {"-"} or len(words[0]) < 3 or end is None or end < 2:
+        return ""
+    return " ".join(words[1:end])
 
 
 @dataclass
@@ -54,7 +65,9 @@ def parse_dcgmi_discovery(text: str | None) -> DcgmDiscovery:
     found = DcgmDiscovery()
     section = None
     for line in (text or "").splitlines():
-        head = re.match(r"\s*(\d+) (GPUs?|NvSwitch(?:es)?|CPUs?|CPU Cores?) found", line, re.I)
+        if not line or line.isspace():
+            continue
+        head = re.match(r"\s*([0-9]+) (GPUs?|NvSwitch(?:es)?|CPUs?|CPU Cores?) found", line, re.I)
         if head:
             section = "switch" if head.group(2).lower().startswith("nvswitch") else head.group(2).lower()[:3]
             continue
@@ -64,10 +77,11 @@ def parse_dcgmi_discovery(text: str | None) -> DcgmDiscovery:
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.strip().startswith("|") else []
         if not cells or not cells[0] and len(cells) < 2:
             continue
-        if section == "switch" and cells[0].isdigit():
-            found.nvswitches.append(int(cells[0]))
-        elif section == "gpu" and cells[0].isdigit():
-            found.gpus.append({"id": int(cells[0]), "name": None, "bus_id": None, "uuid": None})
+        number = to_int(cells[0])
+        if section == "switch" and number is not None:
+            found.nvswitches.append(number)
+        elif section == "gpu" and number is not None:
+            found.gpus.append({"id": number, "name": None, "bus_id": None, "uuid": None})
             _gpu_detail(found.gpus[-1], cells[1] if len(cells) > 1 else "")
         elif section == "gpu" and not cells[0] and found.gpus and len(cells) > 1:
             _gpu_detail(found.gpus[-1], cells[1])
@@ -107,7 +121,7 @@ def parse_dcgmi_health(text: str | None) -> DcgmHealth:
             health.overall = inline.group(1) if inline else _health_word(right)
         elif left in ("GPU", "GPUs", "NvSwitch", "NvSwitches", "Switch"):
             group = "NvSwitch" if left.startswith(("Nv", "Sw")) else "GPU"
-        elif match := re.fullmatch(r"->\s*(\d+)", left):
+        elif match := re.fullmatch(r"->\s*([0-9]{1,9})", left):
             entity = f"{group} {match.group(1)}"
             if word := _health_word(right):
                 health.entities[entity] = word
@@ -151,5 +165,6 @@ def parse_dcgmi_diag(text: str | None) -> list[DcgmDiagResult]:
 
 
 def _gpu_ids(text: str) -> list[int]:
-    match = re.search(r"GPUs?:?\s*((?:\d+\s*,\s*)*\d+)", text)
-    return [int(x) for x in re.findall(r"\d+", match.group(1))] if match else []
+    match = re.search(r"GPUs?:?\s*((?:[0-9]+\s*,\s*)*[0-9]+)", text)
+    ids = [to_int(x) for x in re.findall(r"[0-9]+", match.group(1))] if match else []
+    return [x for x in ids if x is not None]

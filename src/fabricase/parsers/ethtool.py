@@ -28,10 +28,6 @@ __all__ = [
 # Counters are u64 (20 digits); a longer run of digits is not a counter, and int() of thousands of digits raises.
 _UINT = re.compile(r"[0-9]{1,40}", re.ASCII)
 _SECTION = re.compile(r"^### (\S+)[ \t]*\r?(?:\n|\Z)", re.ASCII | re.MULTILINE)
-# "     rx_packets: 12", bnxt_en "     [0]: rx_ucast_packets: 12": the name is everything before the last colon.
-_CONTENT = re.compile(r"^[ \t]*\S", re.MULTILINE)
-_HEADER = re.compile(r"statistics:[ \t\r]*$", re.MULTILINE)
-_STAT = re.compile(r"^[ \t]*([^\n]*[^\s:])[ \t]*:[ \t]*([0-9]{1,40})[ \t\r]*$", re.ASCII | re.MULTILINE)
 _MAX_ERRORS = 20
 
 
@@ -41,6 +37,17 @@ def parse_int(token: str | None) -> int | None:
         return None
     token = token.strip()
     return int(token) if _UINT.fullmatch(token) else None
+
+
+def _counter_line(line: str) -> tuple[str, int] | None:
+    """ "     rx_packets: 12", bnxt_en "     [0]: rx_ucast_packets: 12" -> (name, value): the name is everything
+    before the last colon. String operations: the regex it replaces (`^[ \\t]*([^\\n]*[^\\s:])[ \\t]*:`) was
+    quadratic in a line of spaces."""
+    name, colon, value = line.rpartition(":")
+    name, value = name.strip(" \t"), value.strip(" \t\r")
+    if not colon or not name or name[-1].isspace() or name[-1] == ":" or not _UINT.fullmatch(value):
+        return None
+    return name, int(value)
 
 
 def _note(errors: list[str], message: str) -> None:
@@ -86,18 +93,16 @@ def parse_ethtool_stats(text: str | None) -> CounterTable:
     repeated name keeps its first value.
     """
     table = CounterTable()
-    text = text or ""
-    matches = _STAT.findall(text)
-    for name, value in matches:
-        if name in table:
-            _note(table.errors, f"repeated counter {name!r} ignored")
+    for number, line in enumerate((text or "").split("\n"), 1):
+        counter = _counter_line(line)
+        if counter is None:
+            stripped = line.strip()
+            if stripped and not stripped.endswith("statistics:"):
+                _note(table.errors, f"line {number}: not a counter: {stripped[:80]!r}")
+        elif counter[0] in table:
+            _note(table.errors, f"repeated counter {counter[0]!r} ignored")
         else:
-            table[name] = int(value)
-    if len(matches) + len(_HEADER.findall(text)) != len(_CONTENT.findall(text)):  # a line is not a counter
-        for number, raw in enumerate(text.splitlines(), 1):
-            line = raw.strip()
-            if line and not line.endswith("statistics:") and not _STAT.fullmatch(line):
-                _note(table.errors, f"line {number}: not a counter: {line[:80]!r}")
+            table[counter[0]] = counter[1]
     return table
 
 

@@ -16,16 +16,19 @@ __all__ = ["DaemonLog", "FabricManagerState", "LogEvent", "parse_daemon_log", "p
 _ENTRY = re.compile(r"\[(?P<ts>[A-Z][a-z]{2} +\d{1,2} \d{4} \d{2}:\d{2}:\d{2})\] \[(?P<level>[A-Z]+)\]"
                     r"(?: \[tid \d+\])? ?(?P<msg>.*)")  # fmt: skip
 _SWITCH_ERROR = re.compile(
-    r"detected NVSwitch (?P<sev>non-fatal|fatal) error (?P<code>\d+) on fid \d+ on NVSwitch pci bus id "
-    r"(?P<pci>\S+) physical id (?P<phys>\d+) port (?P<port>\d+)", re.I)  # fmt: skip
+    r"detected NVSwitch (?P<sev>non-fatal|fatal) error (?P<code>[0-9]{1,10}) on fid [0-9]+ on NVSwitch pci bus id "
+    r"(?P<pci>\S+) physical id (?P<phys>[0-9]{1,10}) port (?P<port>[0-9]{1,10})\b", re.I)  # fmt: skip
+# "A.*B" is written "^(?>.*?A).*B": the atomic group settles on the first A, so a line holding A many times is
+# scanned once, not once per A (quadratic).
 _KINDS = (
     (re.compile(r"don't match with any supported system topology|topology mismatch", re.I), "topology-mismatch"),
-    (re.compile(r"failed to find the GPU handle .* multicast team", re.I), "multicast-failure"),
+    (re.compile(r"^(?>.*?failed to find the GPU handle ).* multicast team", re.I), "multicast-failure"),
     (re.compile(r"is running with the following configuration options", re.I), "started"),
     (re.compile(r"NVSwitch driver failed|NV_WARN_NOTHING_TO_DO", re.I), "driver-error"),
-    (re.compile(r"training|trunk link|access link.*(?:fail|down)", re.I), "link-error"),
+    (re.compile(r"training|trunk link|^(?>.*?access link).*(?:fail|down)", re.I), "link-error"),
 )
-_VERSION = re.compile(r"version(?: is)?\s*:?\s*(?P<v>\d+(?:\.\d+)+)", re.I)
+# One optional colon between two runs of spaces: `\s*:?\s*` would split a long run of spaces every way.
+_VERSION = re.compile(r"version(?: is)?\s*(?::\s*)?(?P<v>[0-9]+(?:\.[0-9]+)+)", re.I)
 
 
 @dataclass(frozen=True)

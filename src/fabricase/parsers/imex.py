@@ -15,12 +15,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fabricase.parsers.numbers import to_int
+
 __all__ = ["ImexNode", "ImexStatus", "parse_imex_status"]
 
 _NODE = re.compile(
-    r"Node #(?P<index>\d+)\s+-\s+(?P<address>\S+)\s+-\s+(?P<state>[A-Z_]+)(?:\s+-\s+Version: (?P<v>\S+))?"
+    r"Node #(?P<index>[0-9]{1,9})\s+-\s+(?P<address>\S+)\s+-\s+(?P<state>[A-Z_]+)(?:\s+-\s+Version: (?P<v>\S+))?"
 )
-_MATRIX_HEADER = re.compile(r"\s*Nodes From\\To\s+(?P<cols>[\d\s]+)")
+_MATRIX_HEADER = ["Nodes", "From\\To"]  # the words before the matrix's column numbers
 _DOMAIN = re.compile(r"Domain State:\s*(?P<state>\S+)")
 _LEGEND = re.compile(r"\s*!?[A-Z]!? - ")
 
@@ -49,21 +51,28 @@ class ImexStatus:
         return {pair: state for pair, state in self.connections.items() if state != "C"}
 
 
+def _node_numbers(words: list[str]) -> list[int] | None:
+    numbers = [to_int(word) for word in words]
+    return None if None in numbers else numbers  # type: ignore[return-value]
+
+
 def parse_imex_status(text: str | None) -> ImexStatus:
     """Parse `nvidia-imex-ctl -N`. Never raises; output that is neither a node list nor a matrix (the daemon
     not running, a connection error) is kept in errors."""
     status = ImexStatus()
     columns: list[int] = []
     for line in (text or "").splitlines():
+        words = line.split()  # the matrix is read by words: `\s+[\d\s]+` was quadratic in a run of spaces
+        if not words:
+            continue  # blank lines first: a megabyte of newlines is a million of them
         if node := _NODE.search(line):
             status.nodes.append(ImexNode(int(node.group("index")), node.group("address"), node.group("state"),
                                          node.group("v")))  # fmt: skip
-        elif header := _MATRIX_HEADER.fullmatch(line):
-            columns = [int(c) for c in header.group("cols").split()]
-        elif columns and re.fullmatch(r"\s*\d+(?:\s+\S+)+\s*", line):
-            source, *cells = line.split()
-            for target, cell in zip(columns, cells, strict=False):
-                status.connections[(int(source), target)] = cell
+        elif words[:2] == _MATRIX_HEADER and len(words) > 2 and (header := _node_numbers(words[2:])) is not None:
+            columns = header
+        elif columns and len(words) > 1 and (source := to_int(words[0])) is not None:
+            for target, cell in zip(columns, words[1:], strict=False):
+                status.connections[(source, target)] = cell
         elif domain := _DOMAIN.search(line):
             status.domain_state = domain.group("state")
         elif _LEGEND.match(line):

@@ -58,8 +58,11 @@ def _num(obj: Any, key: str) -> float | None:
 
 
 def _int(obj: Any, key: str) -> int | None:
+    """A JSON integer within a signed or unsigned 64-bit counter's range (iperf3 writes no other)."""
     value = obj.get(key) if isinstance(obj, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return value if -(2**63) <= value < 2**64 else None
 
 
 def _str(obj: Any, key: str) -> str | None:

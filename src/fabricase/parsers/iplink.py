@@ -11,7 +11,7 @@ from fabricase.parsers.ethtool import parse_int
 __all__ = ["IpLink", "IpLinkReport", "parse_ip_link"]
 
 # "4: eth0: <BROADCAST,...> mtu 9000 qdisc mq state UP ...", "7: eth0.100@eth0: <...>", "9: vf0@NONE: <...>"
-_HEADER = re.compile(r"(\d+):\s+([^\s:@]+)(?:@(\S+?))?:\s+<([^>]*)>(.*)", re.ASCII)
+_HEADER = re.compile(r"([0-9]{1,10}):\s+([^\s:@]+)(?:@(\S+?))?:\s+<([^>]*)>(.*)", re.ASCII)
 _BLOCK = re.compile(r"(RX|TX)(?:\s+errors)?:\s*(.*)", re.ASCII)
 _WORD_AFTER = ("mtu", "qdisc", "state", "mode", "group", "qlen", "parentbus", "parentdev", "master")
 

@@ -31,14 +31,15 @@ _PREFIXES = (
     # plain dmesg, optionally with a syslog priority: "[   12.345] msg", "<6>[    2.608284] msg"
     re.compile(r"(?:<\d+>)?\[\s*(?P<ts>\d+(?:\.\d+)?)\]\s*(?P<msg>.*)", re.ASCII),
     # /dev/kmsg record: "6,3964,206764307,-;msg" (microseconds since boot)
-    re.compile(r"\d+,\d+,(?P<usec>\d+),[^;]*;(?P<msg>.*)", re.ASCII),
+    re.compile(r"\d+,\d+,(?P<usec>[0-9]{1,20}),[^;]*;(?P<msg>.*)", re.ASCII),
     # syslog excerpt without a time: "kernel: msg"
     re.compile(r"kernel(?:\[\d+\])?:\s+(?P<msg>.*)", re.ASCII),
 )
 
 _BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
-_XID = re.compile(r"NVRM: Xid \(PCI:(?P<dev>[0-9a-fA-F:.]+)\): (?P<code>\d+)", re.ASCII)
-_SXID = re.compile(r"SXid \(PCI:(?P<dev>[0-9a-fA-F:.]+)\): (?P<code>\d+)", re.ASCII)
+# Codes and link numbers are a few digits; a longer run is not one (and int() of thousands of digits raises).
+_XID = re.compile(r"NVRM: Xid \(PCI:(?P<dev>[0-9a-fA-F:.]+)\): (?P<code>[0-9]{1,10})(?![0-9])", re.ASCII)
+_SXID = re.compile(r"SXid \(PCI:(?P<dev>[0-9a-fA-F:.]+)\): (?P<code>[0-9]{1,10})(?![0-9])", re.ASCII)
 _AER = re.compile(r"\bAER: (?!enabled\b)")
 _AER_SOURCE = re.compile(rf"(?:received from|received:)\s+(?P<dev>{_BDF})", re.ASCII)
 _LEADING_BDF = re.compile(rf"\S+ (?P<dev>{_BDF}):?\s", re.ASCII)
@@ -49,7 +50,7 @@ _LINK = re.compile(
 )
 _NOT_NETDEV = frozenset({"pciehp", "SATA", "PCIe"})
 # "NVLink: fatal error detected on link 14(...", "RLW_REMAP Nonfatal XC1 i0 Link 10 (", "Link 28 sourcetrack"
-_NVLINK = re.compile(r"\b[Ll]ink (?P<link>-?\d+)\b", re.ASCII)
+_NVLINK = re.compile(r"\b[Ll]ink (?P<link>-?[0-9]{1,9})\b", re.ASCII)
 _FATALITY = re.compile(r"\b(?P<word>Non-?fatal|Fatal)\b", re.ASCII | re.IGNORECASE)
 _AER_CLASSES = (
     (re.compile(r"Uncorrect\w* \(Non-Fatal\)|severity=Uncorrected \(Non-Fatal\)", re.I), "uncorrected-nonfatal"),
@@ -59,19 +60,23 @@ _AER_CLASSES = (
 _LIMITED = re.compile(rf"(?P<dev>{_BDF}): [\d.]+ Gb/s available PCIe bandwidth, limited by ", re.ASCII)
 _NIC_DRIVER = re.compile(r"\b(?:mlx[45]_\w+|efa|bnxt_\w+|irdma|ice)\b", re.ASCII)
 # NVIDIA NVSentinel treats the first group as fatal for the NIC (pkg/nicdriver/config.go; telemetry.md a.1.3).
+# "A.*B" is written "^(?>.*?A).*B": the atomic group settles on the first A, so a line holding A many times is
+# scanned once, not once per A (quadratic).
 _NIC_FATAL = (
-    (re.compile(r"health compromised|poll_health.*miss count", re.I), "health-compromised"),
+    (re.compile(r"health compromised|^(?>.*?poll_health).*miss count", re.I), "health-compromised"),
     (re.compile(r"unrecoverable hardware error|\bsynd 0x[0-9a-f]+:", re.I), "unrecoverable-error"),
     (re.compile(r"\b(?:fw|firmware) (?:fatal|reset)|sync[ _]reset|fw_reset|health recovery|device reset", re.I),
      "firmware-reset"),
-    (re.compile(r"wait_func.*timeout|timeout\. Will cause a leak of a command resource", re.I), "command-timeout"),
+    (re.compile(r"^(?>.*?wait_func).*timeout|timeout\. Will cause a leak of a command resource", re.I),
+     "command-timeout"),
 )
 _NIC_WARNING = (
-    (re.compile(r"NETDEV WATCHDOG: .*transmit queue \d+ timed out", re.I), "tx-timeout"),
-    (re.compile(r"Port module event.*(?:High|Over) Temperature|module.*overheat", re.I), "module-temperature"),
+    (re.compile(r"^(?>.*?NETDEV WATCHDOG: ).*transmit queue \d+ timed out", re.I), "tx-timeout"),
+    (re.compile(r"^(?>.*?Port module event).*(?:High|Over) Temperature|^(?>.*?module).*overheat", re.I),
+     "module-temperature"),
     (re.compile(r"Cable unplugged", re.I), "cable-unplugged"),
     (re.compile(r"insufficient power on the PCIe slot", re.I), "pcie-slot-power"),
-    (re.compile(r"\bACCESS_REG\(.*failed|mlx5_cmd_out_err", re.I), "command-error"),
+    (re.compile(r"^(?>.*?\bACCESS_REG\().*failed|mlx5_cmd_out_err", re.I), "command-error"),
 )
 _WATCHDOG_IF = re.compile(r"NETDEV WATCHDOG: (?P<iface>[\w.@-]+) ", re.ASCII)
 

@@ -21,13 +21,22 @@ def _field(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", errors="replace").strip()
 
 
+def _encode(text: str) -> bytes:
+    """A pool read as text back to its bytes: surrogateescape undoes a lossless decode; any other lone surrogate
+    (no decoder makes one) is replaced."""
+    try:
+        return text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="replace")
+
+
 def parse_kvp_pool(data: bytes | str | None) -> dict[str, str]:
     """A KVP pool file as {key: value}; {} for nothing. A trailing partial record (a file read while the
     daemon wrote it) is ignored; records with an empty key are skipped; a repeated key keeps its last value,
     as the daemon does on update."""
     if not data:
         return {}
-    raw = data.encode("utf-8", errors="surrogateescape") if isinstance(data, str) else bytes(data)
+    raw = _encode(data) if isinstance(data, str) else bytes(data)
     pool: dict[str, str] = {}
     for start in range(0, len(raw) - KVP_RECORD_BYTES + 1, KVP_RECORD_BYTES):
         key = _field(raw[start:start + KVP_KEY_BYTES])

@@ -19,37 +19,44 @@ EVENT_KINDS = ("ib-completion-error", "port-error", "nic-fatal", "async-event", 
 # Kinds whose NIC may be inferred from the one NIC a rank uses when the line names none.
 _NIC_KINDS = frozenset({"ib-completion-error", "ibv-failed"})
 MAX_EVENTS = 100_000  # a log of a hung 4,096-rank job can hold millions of warnings; counts stay exact below this
+# Numbers are bounded (ranks, pids and devices are at most 10 digits; int() of thousands of digits raises) and
+# end where the digits end, so a longer run is no number at all rather than its first digits.
+_N = r"[0-9]{1,10}(?![0-9])"
 _HOST = r"[A-Za-z0-9][\w.\-]*"
-_PREFIX = re.compile(rf"(?P<host>{_HOST}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ", re.ASCII)
+# The lookbehind starts a host only at the start of a word: from every position of a long word, `[\w.-]*:` would
+# scan the rest of it (quadratic).
+_PREFIX = re.compile(rf"(?<![\w.\-])(?P<host>{_HOST}):(?P<pid>{_N}):(?P<tid>{_N}) \[(?P<dev>{_N})\] ", re.ASCII)
 _LEVEL = re.compile(r"\bNCCL (?P<level>INFO|WARN|TRACE|ABORT|ERROR)\b")
-_TASK = re.compile(r"^\s*(?:\[\d+,(?P<mpi>\d+)\]<std(?:out|err)>:|(?P<srun>\d+):\s)", re.ASCII)
-_RANK_HINT = re.compile(r"\[[Rr]ank ?(?P<rank>\d+)\]", re.ASCII)
+_TASK = re.compile(rf"^\s*(?:\[[0-9]+,(?P<mpi>{_N})\]<std(?:out|err)>:|(?P<srun>{_N}):\s)", re.ASCII)
+_RANK_HINT = re.compile(rf"\[[Rr]ank ?(?P<rank>{_N})\]", re.ASCII)
 _COMM = re.compile(
-    r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)"
-    r"(?:.*?\bcudaDev (?P<dev>\d+))?(?:.*?\bbusId (?P<bus>[0-9a-fA-F:.]+))?",
+    rf"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>{_N}) n[Rr]anks (?P<nranks>{_N})"
+    rf"(?:.*?\bcudaDev (?P<dev>{_N}))?(?:.*?\bbusId (?P<bus>[0-9a-fA-F:.]+))?",
     re.ASCII,
 )
 _USING = re.compile(r"NET/(?P<net>\w+)\s*:\s*Using\s+(?P<list>\[\d+\].*?)(?:;|$)")
 # "[3]mlx5_3:1/RoCE"; not "[0]eth0:192.0.2.2<0>" (NET/Socket lists interfaces and addresses).
-_NIC = re.compile(r"\[(?P<idx>\d+)\](?P<dev>[\w.\-]+):(?P<port>\d+)(?:/(?P<layer>\w+))?(?=[\s\[;]|$)", re.ASCII)
+_NIC = re.compile(rf"\[(?P<idx>{_N})\](?P<dev>[\w.\-]+):(?P<port>{_N})(?:/(?P<layer>\w+))?(?=[\s\[;]|$)", re.ASCII)
 _NETWORK = re.compile(r"\bUsing network (?P<net>\w+)")
 _OOB = re.compile(r"(?:OOB|Bootstrap\s*:\s*Using)\s+(?P<if>[\w.\-]+):(?P<ip>[0-9A-Fa-f:.%\w]+?)<\d+>")
+# A bus id holds no bracket: `[^\]]*` alone would run from every "Channel" of a long line to its end.
 _CHANNEL = re.compile(
-    r"Channel \d+(?:/\d+)? : (?P<a>\d+)\[[^\]]*\] -> (?P<b>\d+)\[[^\]]*\] \[(?P<dir>send|receive)\] via "
-    r"NET/(?P<net>\w+)/(?P<idx>\d+)",
+    rf"Channel \d+(?:/\d+)? : (?P<a>{_N})\[[^\]\[]*\] -> (?P<b>{_N})\[[^\]\[]*\] \[(?P<dir>send|receive)\] via "
+    rf"NET/(?P<net>\w+)/(?P<idx>{_N})",
     re.ASCII,
 )
 _COMPLETION = re.compile(
     r"Got completion(?: from peer(?: (?P<peer>[^\s<]+)(?:<\d+>)?)?)? with (?:error |status=)(?:[A-Z_]+\()?"
-    r"(?P<status>\d+)(?![\w.])"
+    r"(?P<status>[0-9]{1,10})(?![\w.])"
 )
-_OPCODE = re.compile(r"opcode[ =](?:[A-Z_]+\()?(?P<op>\d+)(?![\w.])")
-_VENDOR = re.compile(r"vendor[ _]err(?:[ =]|or )?(?P<v>\d+)(?![\w.])")
+_OPCODE = re.compile(r"opcode[ =](?:[A-Z_]+\()?(?P<op>[0-9]{1,10})(?![\w.])")
+_VENDOR = re.compile(r"vendor[ _]err(?:[ =]|or )?(?P<v>[0-9]{1,10})(?![\w.])")
+# The event is the rest of the line (`\s*(.+?)\s*$` was quadratic in a run of spaces).
 _ASYNC = re.compile(
-    rf"NET/\w+\s*:\s*(?P<dev>{_HOST}):(?P<port>\d+) (?:Got async event|async fatal event)[^:]*:\s*(?P<event>.+?)\s*$"
+    rf"NET/\w+\s*:\s*(?P<dev>{_HOST}):(?P<port>{_N}) (?:Got async event|async fatal event)[^:]*:(?P<event>.+)"
 )
 _IBV = re.compile(r"Call to (?P<fn>ibv_\w+) failed")
-_HCA = re.compile(r"\b(?:hca|on dev|dev(?:ice)?)\s+(?P<dev>[A-Za-z][\w.\-]*?)(?::(?P<port>\d+))?(?=[\s,;]|$)")
+_HCA = re.compile(rf"\b(?:hca|on dev|dev(?:ice)?)\s+(?P<dev>[A-Za-z][\w.\-]*?)(?::(?P<port>{_N}))?(?=[\s,;]|$)")
 _TIMEOUT = re.compile(r"(?i)watchdog caught collective operation timeout|\btime[d ]?\s?out\b|\btimeout\b")
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fabricase.parsers.numbers import to_float
+
 __all__ = [
     "BusbwRow",
     "BusbwTable",
@@ -26,24 +28,30 @@ __all__ = [
 _TAG = re.compile(r"^\s*\[\d+(?:,\d+)*\](?:<std(?:out|err)>)?:?")
 _INNER_TAG = re.compile(r"\[\d+\]")
 _GROUPED = re.compile(r"\b\d+(?:_\d+)+\b")
-_INT = re.compile(r"-?[0-9]+", re.ASCII)
+# Integers of at most 20 digits (sizes and counts are u64); a longer run of digits is not a number here, and
+# int() of thousands of digits raises.
+_INT = re.compile(r"-?[0-9]{1,20}", re.ASCII)
 _FLOAT = re.compile(r"-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_N = r"[0-9]{1,20}(?![0-9])"
+# The GPU name is the rest of the line, stripped in code: `(.*?)\s*$` is quadratic in a run of spaces.
 _RANK = re.compile(
-    r"#\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+device\s+(?P<dev>\d+)"
-    r"\s+\[(?P<bus>[^\]]*)\]\s*(?P<gpu>.*?)\s*$"
+    rf"#\s*Rank\s+(?P<rank>{_N})\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>{_N})\s+on\s+(?P<host>\S+)\s+device\s+"
+    rf"(?P<dev>{_N})\s+\[(?P<bus>[^\]]*)\](?P<gpu>.*)"
 )
 _PARAMS = {
-    "nthreads": re.compile(r"\bnThread\s+(\d+)"), "ngpus": re.compile(r"\bnGpus\s+(\d+)"),
-    "min_bytes": re.compile(r"\bminBytes\s+(\d+)"), "max_bytes": re.compile(r"\bmaxBytes\s+(\d+)"),
-    "warmup_iters": re.compile(r"\bwarmup iters:\s*(\d+)"), "iters": re.compile(r"(?<!warmup )\biters:\s*(\d+)"),
+    "nthreads": re.compile(rf"\bnThread\s+({_N})"), "ngpus": re.compile(rf"\bnGpus\s+({_N})"),
+    "min_bytes": re.compile(rf"\bminBytes\s+({_N})"), "max_bytes": re.compile(rf"\bmaxBytes\s+({_N})"),
+    "warmup_iters": re.compile(rf"\bwarmup iters:\s*({_N})"), "iters": re.compile(rf"(?<!warmup )\biters:\s*({_N})"),
 }  # fmt: skip
-_OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<status>\w+)?")
+_OOB = re.compile(rf"#\s*Out of bounds values\s*:\s*(?P<n>{_N})\s*(?P<status>\w+)?")
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)")
 _VERSION = re.compile(r"nccl-tests version\s+(\S+)")
 _COLLECTIVE = re.compile(r"\b(?P<name>[a-z]+(?:_[a-z]+)*)_perf\b")
 _FAILURE = re.compile(r"(?i)test (?:nccl|cuda) failure|\bnccl error\b|\btest failure\b|\bunhandled \w+ error\b")
 _TIMING = ("time_us", "algbw", "busbw", "wrong")
-_SIZE = re.compile(r"(?P<n>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[KMGT]i?B|[KMGT]|B)?", re.ASCII | re.IGNORECASE)
+_MAX_ROW_TOKENS = 16  # size count type redop root and two halves of four timings: 13 at most
+_SIZE = re.compile(r"(?P<n>[0-9]{1,20}(?:\.[0-9]{1,20})?)\s*(?P<unit>[KMGT]i?B|[KMGT]|B)?", re.ASCII | re.IGNORECASE)
+_MAX_SIZE = 2**64 - 1
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
@@ -144,16 +152,19 @@ class NcclTestsResult:
 
 
 def parse_size(text: str) -> int | None:
-    """'8G', '16GiB', '32KiB', '2M', '8' -> bytes (binary multiples, as nccl-tests reads -b/-e); None if not a size."""
+    """'8G', '16GiB', '32KiB', '2M', '8' -> bytes (binary multiples, as nccl-tests reads -b/-e); None if not a size
+    (more than 20 digits, or more bytes than a u64 holds)."""
     match = _SIZE.fullmatch(text.strip())
     if not match:
         return None
     unit = (match.group("unit") or "").lower()[:1]
-    return int(float(match.group("n")) * _SIZE_UNITS[unit])
+    size = int(float(match.group("n")) * _SIZE_UNITS[unit])
+    return size if size <= _MAX_SIZE else None
 
 
 def _value(token: str) -> float | None:
-    return float(token) if _FLOAT.fullmatch(token) else None
+    """A timing or bandwidth cell; None when it is not a finite number ("N/A", "1e999", 5,000 digits)."""
+    return to_float(token) if _FLOAT.fullmatch(token) else None
 
 
 def _timing(tokens: list[str]) -> NcclTiming:
@@ -187,6 +198,8 @@ def _row_from_header(tokens: list[str], columns: list[str]) -> NcclTestsRow | No
 
 def _row_heuristic(tokens: list[str]) -> NcclTestsRow | None:
     """A row without a usable header: size count type [redop] [root] then 4 or 8 timing values."""
+    if len(tokens) > _MAX_ROW_TOKENS:
+        return None
     words = [i for i, t in enumerate(tokens) if t != "N/A" and _value(t) is None]
     if len(tokens) < 3 or not words or words[0] != 2 or words != list(range(2, 2 + len(words))) or len(words) > 2:
         return None
@@ -221,7 +234,7 @@ def _header_columns(line: str) -> list[str] | None:
 def _meta(result: NcclTestsResult, line: str) -> bool:
     """Apply a '#' metadata line; True when it was one."""
     if match := _RANK.search(line):
-        gpu = match.group("gpu") or None
+        gpu = match.group("gpu").strip() or None
         rank = NcclTestsRank(int(match.group("rank")), int(match.group("pid")), match.group("host"),
                              int(match.group("dev")), match.group("bus"), gpu)  # fmt: skip
         result.ranks.append(rank)
@@ -277,7 +290,7 @@ def parse_nccl_tests(text: str | None, collective: str | None = None) -> NcclTes
             continue
         tokens = line.split()
         if not _INT.fullmatch(tokens[0]) or len(tokens) < 3:
-            if sum(_value(t) is not None for t in tokens) >= 3:
+            if sum(_value(t) is not None for t in tokens[:_MAX_ROW_TOKENS]) >= 3:
                 result.errors.append(f"parse: unrecognised row: {line[:120]}")
             continue
         row = None
@@ -317,7 +330,7 @@ class BusbwTable:
         return {row.label: row.values.get(name) for row in self.rows}
 
 
-_CELL_NUMBER = re.compile(r"(?P<n>-?[0-9]+(?:\.[0-9]+)?)\s*(?:GBps|GB/s|x)?", re.ASCII)
+_CELL_NUMBER = re.compile(r"(?P<n>-?[0-9]{1,20}(?:\.[0-9]{1,20})?)\s*(?:GBps|GB/s|x)?", re.ASCII)
 
 
 def parse_busbw_table(text: str | None) -> BusbwTable:

@@ -13,13 +13,23 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from fabricase.parsers.numbers import to_float, to_int
+
 __all__ = [
     "FabricInfo", "GpuInfo", "NvidiaSmiReport", "normalize_pci", "parse_nvidia_smi", "parse_nvidia_smi_q",
     "parse_nvidia_smi_xml",
 ]  # fmt: skip
 
 _PCI = re.compile(r"(?:(?P<dom>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})(?:\.(?P<fn>[0-7]))?")
-_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?")
+_LEADING_INT = re.compile(r"[-+]?[0-9]+(?=[^0-9]|$)")
+_HEX = re.compile(r"0x[0-9a-fA-F]{1,16}")
+# A flattened key longer than this is no nvidia-smi field (theirs are under 100 characters); it is left out, so a
+# hostile nesting cannot make every key as long as the whole text (quadratic).
+_MAX_PATH = 512
+# Every "&" that does not start a predefined entity or a valid character reference: nvidia-smi writes no other.
+_AMPERSAND = re.compile(r"&(?:(?P<char>#[0-9]{1,7};|#x[0-9a-fA-F]{1,6};)|(?P<name>[A-Za-z_:][\w.:-]{0,63};))?")
+_PREDEFINED = frozenset({"amp;", "lt;", "gt;", "quot;", "apos;"})
 _GPU_HEADER = re.compile(r"GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*")
 _KEY_VALUE = re.compile(r"(?P<indent>[ \t]*)(?P<key>\S(?:.*?\S)?)\s*:(?: (?P<value>.*))?")
 
@@ -115,19 +125,23 @@ def _text(value: str | None) -> str | None:
 
 
 def _number(value: str | None) -> float | None:
+    """The leading number of a reading ("45 C", "312.52 W"); None when absent or not finite."""
     value = _text(value)
     match = _NUMBER.match(value) if value else None
-    return float(match.group()) if match else None
+    return to_float(match.group()) if match else None
 
 
 def _int(value: str | None) -> int | None:
+    """A count ("0", "0x0000001b", "12 pages"); None when absent, fractional or over MAX_DIGITS digits."""
     value = _text(value)
     if value is None:
         return None
-    if re.fullmatch(r"0x[0-9a-fA-F]+", value):
+    if _HEX.fullmatch(value):
         return int(value, 16)
-    match = re.match(r"[-+]?\d+(?=\D|$)", value)
-    return int(match.group()) if match and "." not in value[match.end() : match.end() + 1] else None
+    match = _LEADING_INT.match(value)
+    if match is None or "." in value[match.end() : match.end() + 1]:
+        return None
+    return to_int(match.group(), signed=True)
 
 
 def _flag(value: str | None) -> bool | None:
@@ -173,22 +187,27 @@ def _top_level(report: NvidiaSmiReport, key: str, value: str | None) -> None:
         report.attached_gpus = _int(value)
 
 
-def _flatten_text(lines: list[str]) -> dict[str, str]:
+def _flatten_text(lines: list[str]) -> tuple[dict[str, str], bool]:
+    """{"Section/Sub/Key": value} by indentation, and whether keys over _MAX_PATH characters were left out."""
     raw: dict[str, str] = {}
-    stack: list[tuple[int, str]] = []
+    stack: list[tuple[int, str | None]] = []  # (indent, the section's path + "/"; None when over _MAX_PATH)
+    cut = False
     for line in lines:
         if not line.strip():
             continue
         indent = len(line) - len(line.lstrip(" \t"))
         while stack and stack[-1][0] >= indent:
             stack.pop()
+        parent = stack[-1][1] if stack else ""
         kv = _KEY_VALUE.fullmatch(line)
+        name = kv.group("key") if kv else line.strip()
+        path = None if parent is None or len(parent) + len(name) > _MAX_PATH else parent + name
+        cut = cut or path is None
         if kv is None:
-            stack.append((indent, line.strip()))
-            continue
-        path = "/".join([name for _, name in stack] + [kv.group("key")])
-        raw.setdefault(path, (kv.group("value") or "").strip())
-    return raw
+            stack.append((indent, None if path is None else path + "/"))
+        elif path is not None:
+            raw.setdefault(path, (kv.group("value") or "").strip())
+    return raw, cut
 
 
 _TEXT_FIELDS = {
@@ -263,7 +282,9 @@ def parse_nvidia_smi_q(text: str | None) -> NvidiaSmiReport:
     if not blocks and re.search(r"^[ \t]+\S.* : ", text or "", re.M):
         report.errors.append("GPU attributes without a 'GPU <bus id>' line (an excerpt?): not attributed to a GPU")
     for index, (bus, lines) in enumerate(blocks):
-        raw = _flatten_text(lines)
+        raw, cut = _flatten_text(lines)
+        if cut:
+            report.errors.append(f"GPU {bus}: fields nested past {_MAX_PATH} characters of key left out")
         gpu = GpuInfo(index, normalize_pci(_get(raw, "PCI/Bus Id")) or normalize_pci(bus), raw=raw)
         _fill(gpu, raw, (_TEXT_FIELDS, _TEXT_INTS, _TEXT_FLAGS, _TEXT_FLOATS))
         gpu.ecc = _ecc(raw, "ECC Errors/", "/")
@@ -282,15 +303,25 @@ def _check_count(report: NvidiaSmiReport) -> None:
 # ---------------------------------------------------------------------------------------------- XML (-q -x)
 
 
-def _flatten_xml(element: ET.Element, prefix: str = "", out: dict[str, str] | None = None) -> dict[str, str]:
-    out = {} if out is None else out
-    for child in element:
-        path = f"{prefix}{child.tag}"
-        if len(child):
-            _flatten_xml(child, path + "/", out)
+def _flatten_xml(element: ET.Element) -> tuple[dict[str, str], bool]:
+    """{"pci/pci_gpu_link_info/...": text} of the leaves, in document order, and whether leaves with keys over
+    _MAX_PATH characters were left out. Iterative: XML nested 1,000 deep would exceed Python's recursion limit."""
+    out: dict[str, str] = {}
+    cut = False
+    stack = [(iter(element), "")]
+    while stack:
+        children, prefix = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            continue
+        if len(prefix) + len(child.tag) > _MAX_PATH:
+            cut = True
+        elif len(child):
+            stack.append((iter(child), f"{prefix}{child.tag}/"))
         else:
-            out.setdefault(path, (child.text or "").strip())
-    return out
+            out.setdefault(f"{prefix}{child.tag}", (child.text or "").strip())
+    return out, cut
 
 
 _XML_FIELDS = {
@@ -328,8 +359,10 @@ _XML_TOP = {"timestamp": "Timestamp", "driver_version": "Driver Version", "cuda_
             "attached_gpus": "Attached GPUs"}  # fmt: skip
 
 
-def _gpu_from_xml(index: int, element: ET.Element) -> GpuInfo:
-    raw = _flatten_xml(element)
+def _gpu_from_xml(index: int, element: ET.Element, errors: list[str]) -> GpuInfo:
+    raw, cut = _flatten_xml(element)
+    if cut:
+        errors.append(f"XML: GPU {index}: elements nested past {_MAX_PATH} characters of path left out")
     gpu = GpuInfo(index, normalize_pci(raw.get("pci/pci_bus_id")) or normalize_pci(element.get("id")), raw=raw)
     _fill(gpu, raw, (_XML_FIELDS, _XML_INTS, _XML_FLAGS, _XML_FLOATS))
     gpu.ecc = _ecc(raw, "ecc_errors/", "/")
@@ -345,14 +378,61 @@ def _events(parser: ET.XMLPullParser) -> list[tuple[str, ET.Element]]:
     return events
 
 
+def _escape_entities(text: str, errors: list[str]) -> str:
+    """The text with every entity reference but the five predefined ones (and every stray "&") escaped, so that
+    it reads as the characters written: "&nbsp;" stays "&nbsp;" instead of failing the parse where it stands and
+    dropping every GPU after it. Entities a DOCTYPE defines are never expanded either: an expansion bomb or an
+    external (SYSTEM) entity is text, never fetched."""
+    named: dict[str, None] = {}
+    stray = 0
+
+    def escape(match: re.Match[str]) -> str:
+        nonlocal stray
+        if (char := match.group("char")) is not None:
+            if _xml_char(char):
+                return match.group()
+            stray += 1
+        elif (name := match.group("name")) is not None:
+            if name in _PREDEFINED:
+                return match.group()
+            named.setdefault(name[:-1])
+        else:
+            stray += 1
+        return "&amp;" + match.group()[1:]
+
+    escaped = _AMPERSAND.sub(escape, text)
+    if named:
+        listed = ", ".join(f"&{name};" for name in list(named)[:5])
+        errors.append(f"XML: {len(named)} undefined or DTD-defined entities read as text: {listed}")
+    if stray:
+        errors.append(f"XML: {stray} '&' that start no entity or a character reference XML forbids, read as text")
+    return escaped
+
+
+def _xml_char(reference: str) -> bool:
+    """Whether "#65;" or "#x41;" names a character XML 1.0 allows (expat rejects the others)."""
+    code = int(reference[2:-1], 16) if reference[1] == "x" else int(reference[1:-1])
+    return code in (0x9, 0xA, 0xD) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or 0x10000 <= code <= 0x10FFFF
+
+
 def parse_nvidia_smi_xml(text: str | None) -> NvidiaSmiReport:
-    """Parse `nvidia-smi -q -x`. Never raises: GPUs complete before a cut or a syntax error are kept."""
+    """Parse `nvidia-smi -q -x`. Never raises: GPUs complete before a cut or a syntax error are kept, entity
+    references are read as text (see _escape_entities), and no DTD is fetched."""
     report = NvidiaSmiReport(source="xml")
+    text = text or ""
+    if "<!ENTITY" in text:
+        report.errors.append("XML: entity declarations in the DOCTYPE ignored (nvidia-smi writes none)")
+    if "&" in text:
+        text = _escape_entities(text, report.errors)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were not UTF-8 (surrogates after a lossless decode): expat needs UTF-8
+        text = text.encode("utf-8", "replace").decode("utf-8")
+        report.errors.append("XML: bytes that are not UTF-8 read as '?'")
     parser = ET.XMLPullParser(events=("start", "end"))
     depth = 0
     try:
-        # No DTD is fetched or expanded; the DOCTYPE line is only a name.
-        parser.feed(text or "")
+        parser.feed(text)
         parser.close()
     except ET.ParseError as exc:
         report.errors.append(f"XML: {exc}")
@@ -361,7 +441,7 @@ def parse_nvidia_smi_xml(text: str | None) -> NvidiaSmiReport:
         if event != "end" or depth != 1:  # only the children of <nvidia_smi_log>
             continue
         if element.tag == "gpu":
-            report.gpus.append(_gpu_from_xml(len(report.gpus), element))
+            report.gpus.append(_gpu_from_xml(len(report.gpus), element, report.errors))
         elif element.tag in _XML_TOP:
             _top_level(report, _XML_TOP[element.tag], element.text)
     _check_count(report)

@@ -6,15 +6,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fabricase.parsers.numbers import to_int
+
 __all__ = [
     "NVLINK_COUNTERS", "NvlinkGpu", "NvlinkLink", "NvlinkReport", "Topology", "parse_nvlink_errors",
     "parse_nvlink_status", "parse_topo_matrix",
 ]  # fmt: skip
 
-_GPU = re.compile(r"GPU (?P<index>\d+): (?P<name>.*?)(?: \(UUID: (?P<uuid>[^)]*)\))?\s*")
-_STATUS = re.compile(r"\s*Link (?P<link>\d+): (?P<value>.*?)\s*")
-_COUNTER = re.compile(r"\s*Link (?P<link>\d+): (?P<name>[^:]+?): (?P<value>\S+)(?: .*)?")
-_SPEED = re.compile(r"(?P<num>\d+(?:\.\d+)?) GB/s")
+# GPU and link numbers are small (a bounded count of digits keeps int() from raising). The name, the UUID and a
+# link's state are split off in code (_name_uuid, str.strip): a lazy group before `\s*` is quadratic in a run of
+# spaces.
+_GPU = re.compile(r"GPU (?P<index>[0-9]{1,9}): (?P<rest>.*)")
+_STATUS = re.compile(r"\s*Link (?P<link>[0-9]{1,9}): (?P<value>.*)")
+_COUNTER = re.compile(r"\s*Link (?P<link>[0-9]{1,9}): (?P<name>[^:]+?): (?P<value>\S+)(?: .*)?")
+_SPEED = re.compile(r"(?P<num>[0-9]{1,9}(?:\.[0-9]{1,9})?) GB/s")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ALL_INACTIVE = re.compile(r"all links are inactive", re.I)
 # "Device does not have or support Nvlink" (L40S), "Nvlink queries are not supported for Devices in MIG mode"
@@ -62,6 +67,15 @@ class NvlinkReport:
     errors: list[str] = field(default_factory=list)
 
 
+def _name_uuid(rest: str) -> tuple[str | None, str | None]:
+    """ "NVIDIA H100 80GB HBM3 (UUID: GPU-4f2c...)" -> (name, uuid); either is None when empty."""
+    rest = rest.rstrip()
+    name, sep, uuid = rest.rpartition(" (UUID: ")
+    if sep and uuid.endswith(")") and ")" not in uuid[:-1]:
+        return name or None, uuid[:-1] or None
+    return rest or None, None
+
+
 def _gpus(text: str | None, report: NvlinkReport):
     """(gpu, line) for every non-header line under a `GPU N:` header."""
     current: NvlinkGpu | None = None
@@ -73,8 +87,7 @@ def _gpus(text: str | None, report: NvlinkReport):
         header = _GPU.fullmatch(line) if line.startswith("GPU ") else None
         if header:
             index = int(header.group("index"))
-            current = report.gpus.setdefault(index, NvlinkGpu(index, header.group("name") or None,
-                                                              header.group("uuid") or None))
+            current = report.gpus.setdefault(index, NvlinkGpu(index, *_name_uuid(header.group("rest"))))
         elif current is not None and line.strip():
             yield current, line
 
@@ -95,7 +108,7 @@ def parse_nvlink_status(text: str | None) -> NvlinkReport:
                 report.errors.append(f"GPU {gpu.index}: unrecognized line {line.strip()[:80]!r}")
             continue
         link = gpu.links.setdefault(int(match.group("link")), NvlinkLink(int(match.group("link"))))
-        value = match.group("value")
+        value = match.group("value").strip()
         speed = _SPEED.fullmatch(value)
         if speed:
             link.state, link.speed_gbps = "active", float(speed.group("num"))
@@ -111,11 +124,8 @@ def parse_nvlink_status(text: str | None) -> NvlinkReport:
 
 # The usual `nvlink -e` output, whole: GPU headers and "Link N: Name: count" lines only. A host prints a few
 # hundred of these per snapshot, so they are read in one regex pass; anything else takes the line-by-line path.
-_FAST = re.compile(
-    r"^GPU (\d+): ([^\n]*?)(?: \(UUID: ([^)\n]*)\))?[ \t\r]*$"
-    r"|^[ \t]*Link (\d+): ([^:\n]+?): (\d+)[ \t\r]*$",
-    re.M | re.A,
-)
+_FAST = re.compile(r"^GPU ([0-9]{1,9}): ([^\n]*)$|^[ \t]*Link ([0-9]{1,9}): ([^:\n]+?): ([0-9]{1,20})[ \t\r]*$",
+                   re.M | re.A)  # fmt: skip
 _NONBLANK = re.compile(r"^[ \t\r]*\S", re.M)
 
 
@@ -126,11 +136,11 @@ def _fast_errors(text: str) -> NvlinkReport | None:
         return None
     report = NvlinkReport()
     gpu = None
-    for index, name, uuid, link, counter, value in matches:
+    for index, rest, link, counter, value in matches:
         if index:
             gpu = report.gpus.get(int(index))
             if gpu is None:
-                gpu = report.gpus[int(index)] = NvlinkGpu(int(index), name or None, uuid or None)
+                gpu = report.gpus[int(index)] = NvlinkGpu(int(index), *_name_uuid(rest))
             continue
         number = int(link)
         rec = gpu.links.get(number)
@@ -148,11 +158,11 @@ def parse_nvlink_errors(text: str | None) -> NvlinkReport:
     for gpu, line in _gpus(text, report):
         match = _COUNTER.fullmatch(line)
         value = match.group("value") if match else ""
-        if value.isascii() and value.isdigit():  # the common case first: a host prints thousands of these
+        if (count := to_int(value)) is not None:  # the common case first: a host prints thousands of these
             link = gpu.links.get(number := int(match.group("link")))
             if link is None:
                 link = gpu.links[number] = NvlinkLink(number)
-            link.counters[match.group("name").strip()] = int(value)
+            link.counters[match.group("name").strip()] = count
             continue
         if _UNSUPPORTED.search(line) or _ALL_INACTIVE.search(line):
             gpu.unsupported = line.strip()
@@ -200,7 +210,7 @@ def parse_topo_matrix(text: str | None) -> Topology:
             _rows(topo, lines[index + 1 :])
             break
     for line in lines:
-        legend = re.fullmatch(r"\s*(NIC\d+): (\S+)", line)
+        legend = re.fullmatch(r"\s*(NIC[0-9]+): (\S+)", line)
         if legend:
             topo.nic_names[legend.group(1)] = legend.group(2)
     if text and text.strip() and not topo.devices:
@@ -210,9 +220,10 @@ def parse_topo_matrix(text: str | None) -> Topology:
 
 def _rows(topo: Topology, lines: list[str]) -> None:
     width = len(topo.devices)
+    devices = set(topo.devices)  # a set: a list's `in` per row is quadratic in a hostile header's width
     for line in lines:
         tokens = line.split()
-        if not tokens or tokens[0] not in topo.devices:
+        if not tokens or tokens[0] not in devices:
             if tokens and tokens[0] == "Legend:":
                 return
             continue

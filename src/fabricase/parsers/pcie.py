@@ -22,8 +22,11 @@ __all__ = [
 ]
 
 _BDF = re.compile(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])", re.ASCII)
-# "3b:00.0 3D controller: NVIDIA ...", "0000:03:00.0 Infiniband controller [0207]: Mellanox ..." (-nn)
-_DEVICE = re.compile(rf"({_BDF.pattern})\s+(.+?)(?:\s+\[([0-9a-fA-F]{{4}})\])?:\s+(.*)", re.ASCII)
+# "3b:00.0 3D controller: NVIDIA ...", "0000:03:00.0 Infiniband controller [0207]: Mellanox ..." (-nn): the
+# address here, the class and name in _device_line (a lazy `(.+?)` before `\s+\[` was quadratic in spaces).
+_DEVICE_HEAD = re.compile(rf"({_BDF.pattern})\s+", re.ASCII)
+_CLASS_END = re.compile(r":\s", re.ASCII)
+_CLASS_CODE = re.compile(r"\s\[([0-9a-fA-F]{4})\]", re.ASCII)
 _AER_LINE = re.compile(r"^[ \t]*([^\s0-9][^\s]*)[ \t]+([0-9]{1,40})[ \t\r]*$", re.ASCII | re.MULTILINE)
 _CONTENT = re.compile(r"^[ \t]*\S", re.MULTILINE)
 _SPEED = re.compile(r"([0-9]{1,3}(?:\.[0-9]{1,3})?)\s*GT/s", re.ASCII)
@@ -122,6 +125,22 @@ class LspciReport:
     errors: list[str] = field(default_factory=list)
 
 
+def _device_line(line: str) -> tuple[str, str, str, int | None] | None:
+    """ "0000:03:00.0 Infiniband controller [0207]: Mellanox ..." -> (address, class, name, class code or None).
+
+    The class ends at the first colon followed by a space; a "[xxxx]" at its end is the -nn class code."""
+    head = _DEVICE_HEAD.match(line)
+    end = _CLASS_END.search(line, head.end()) if head else None
+    if head is None or end is None:
+        return None
+    class_name, code = line[head.end() : end.start()], None
+    if (found := _CLASS_CODE.search(class_name, len(class_name) - 7)) and found.end() == len(class_name):
+        class_name, code = class_name[: found.start()].rstrip(), int(found.group(1), 16)
+    if not class_name:
+        return None
+    return head.group(1), class_name, line[end.end() :].lstrip(), code
+
+
 def _mark(mark: str | None) -> bool | None:
     return None if mark is None else mark == "downgraded"
 
@@ -146,14 +165,13 @@ def parse_lspci_vvv(text: str | None) -> LspciReport:
     device: PciDevice | None = None
     for raw in (text or "").splitlines():
         if raw[:1] not in ("", " ", "\t"):
-            match = _DEVICE.fullmatch(raw.rstrip())
-            bdf = normalize_bdf(match.group(1)) if match else None
-            if match is None or bdf is None:
+            found = _device_line(raw.rstrip())
+            bdf = normalize_bdf(found[0]) if found else None
+            if found is None or bdf is None:
                 report.errors.append(f"not a device line: {raw[:60]!r}")
                 device = None
                 continue
-            code = match.group(7)
-            device = PciDevice(bdf, match.group(6), match.group(8), int(code, 16) if code else None)
+            device = PciDevice(bdf, found[1], found[2], found[3])
             report.devices.setdefault(bdf, device)
             continue
         line = raw.strip()

@@ -11,12 +11,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fabricase.parsers.numbers import to_int
+
 __all__ = ["LatencyRow", "PerftestResult", "PerftestRow", "mb_per_s_to_gbps", "parse_perftest"]
 
 _MIB_BITS = 8 * 1048576 / 1e9
 _TITLE = re.compile(r"^\s*(?P<title>[A-Za-z_][\w ]*?\s(?P<kind>BW|Latency|Lat)\s+Test)\s*$")
-# "Dual-port       : OFF\t\tDevice         : mlx5_0": one or two "key : value" pairs on a line.
-_PAIR = re.compile(r"(?P<key>[A-Za-z][\w*.() -]*?)\s*:\s*(?P<value>\S+)")
+# "Dual-port       : OFF\t\tDevice         : mlx5_0": one or two "key : value" pairs on a line, read by _pairs.
+_KEY_CHARS = frozenset("_*.() -")
+_VALUE = re.compile(r"\s*(\S+)")
+_MAX_COLONS = 16  # a header line holds one or two pairs; past this many colons a line is not one
 _KEYS = {
     "Device": "device", "Link type": "link_type", "Transport type": "transport", "Connection type": "connection",
     "Number of qps": "qps", "Mtu": "mtu", "GID index": "gid_index", "TX depth": "tx_depth",
@@ -24,11 +28,12 @@ _KEYS = {
 _INT_KEYS = frozenset({"qps", "mtu", "gid_index", "tx_depth"})
 _BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW[ _]peak\[(?P<unit>Gb/sec|MB/sec|MiB/sec)\]", re.IGNORECASE)
 _LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[usec\]")
-_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
+# At most 20 digits a side: perftest prints no longer number, and int() of thousands of digits raises.
+_NUMBER = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,20})?", re.ASCII)
 _COMMAND = re.compile(r"^\s*[#$]\s*(?P<cmd>(?:\S*/)?ib_(?:write|read|send|atomic)_(?:bw|lat)\b.*)$")
 _FAILURE = re.compile(r"(?i)\b(?:couldn'?t|can'?t|cannot|unable to|failed|failure|error|not found|invalid)\b")
 _WARNING = re.compile(r"(?i)conflicting cpu frequency|cpu frequency is not max|warning")
-_WC_STATUS = re.compile(r"Failed status (?P<status>[0-9]+)(?![\w.])")
+_WC_STATUS = re.compile(r"Failed status (?P<status>[0-9]{1,10})(?![\w.])")
 _LAT_FIELDS = ("t_min_us", "t_max_us", "t_typical_us", "t_avg_us", "t_stdev_us", "t_p99_us", "t_p999_us")
 
 
@@ -106,6 +111,36 @@ class PerftestResult:
         return bool(self.rows or self.latency) and not self.errors
 
 
+def _key_start(segment: str) -> int | None:
+    """Where the key ending `segment` starts: its last run of key characters ([\\w*.() -]), from the first ASCII
+    letter in it; None when there is none."""
+    start = len(segment)
+    while start and (segment[start - 1].isalnum() or segment[start - 1] in _KEY_CHARS):
+        start -= 1
+    return next((i for i in range(start, len(segment)) if segment[i].isascii() and segment[i].isalpha()), None)
+
+
+def _pairs(line: str) -> list[tuple[str, str]]:
+    """The `key : value` pairs of a line, left to right, among its first _MAX_COLONS colons: the key is the run of
+    key characters before a colon, the value the next word. One pass over the line; the regex it replaces tried a
+    lazy key from every letter of a long line to its end (quadratic)."""
+    pairs: list[tuple[str, str]] = []
+    start = 0
+    for _ in range(_MAX_COLONS):
+        colon = line.find(":", start)
+        if colon < 0:
+            break
+        segment = line[start:colon].rstrip()
+        key_at = _key_start(segment)
+        value = _VALUE.match(line, colon + 1) if key_at is not None else None  # only after a key: one scan per pair
+        if key_at is None or value is None:
+            start = colon + 1
+            continue
+        pairs.append((segment[key_at:], value.group(1)))
+        start = value.end()
+    return pairs
+
+
 def _numbers(line: str) -> list[str] | None:
     tokens = line.split()
     return tokens if tokens and all(_NUMBER.fullmatch(t) for t in tokens) else None
@@ -145,10 +180,9 @@ def _apply_command(result: PerftestResult, command: str) -> None:
     i = 1
     while i < len(args):
         arg, nxt = args[i], args[i + 1] if i + 1 < len(args) else None
-        if arg in ("-i", "--ib-port") and nxt and nxt.isdigit():
-            result.port = int(nxt)
-        elif arg.startswith("--ib-port=") and arg[10:].isdigit():
-            result.port = int(arg[10:])
+        port = to_int(nxt) if arg in ("-i", "--ib-port") else to_int(arg[10:]) if arg.startswith("--ib-port=") else None
+        if port is not None:
+            result.port = port
         elif arg in ("-d", "--ib-dev") and nxt and result.device is None:
             result.device = nxt
         elif arg.startswith("--ib-dev=") and result.device is None:
@@ -162,16 +196,15 @@ def _apply_command(result: PerftestResult, command: str) -> None:
     result.server = result.server or (positional[0] if positional else None)
 
 
-def _apply_header(result: PerftestResult, line: str) -> None:
-    for match in _PAIR.finditer(line):
-        name = _KEYS.get(match.group("key").strip())
+def _apply_header(result: PerftestResult, pairs: list[tuple[str, str]]) -> None:
+    for key, value in pairs:
+        name = _KEYS.get(key.strip())
         if name is None or getattr(result, name) is not None:
             continue
-        value = match.group("value")
         if name in _INT_KEYS:
-            number = re.fullmatch(r"([0-9]+)(?:\[B\])?", value)
-            if number:
-                setattr(result, name, int(number.group(1)))
+            number = to_int(value.removesuffix("[B]"))
+            if number is not None:
+                setattr(result, name, number)
         else:
             setattr(result, name, value)
 
@@ -218,7 +251,8 @@ def parse_perftest(text: str | None) -> PerftestResult:
             elif len(tokens) >= 3:
                 result.errors.append(f"parse: unrecognised result row: {line[:120]}")
             continue
-        known = any(_KEYS.get(m.group("key").strip()) for m in _PAIR.finditer(line))
+        pairs = _pairs(line)
+        known = any(_KEYS.get(key.strip()) for key, _ in pairs)
         if _WARNING.search(line):
             if line not in result.warnings:
                 result.warnings.append(line[:300])
@@ -227,7 +261,7 @@ def parse_perftest(text: str | None) -> PerftestResult:
             if (status := _WC_STATUS.search(line)) and result.completion_status is None:
                 result.completion_status = int(status.group("status"))
         elif known:
-            _apply_header(result, line)
+            _apply_header(result, pairs)
     if text and text.strip() and not (result.rows or result.latency or result.errors):
         result.errors.append("parse: no perftest result table found")
     return result

@@ -6,7 +6,8 @@ import re
 
 __all__ = ["PROC_NET_DEV_COLUMNS", "parse_proc_net_dev", "parse_proc_net_snmp"]
 
-_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+# At most 40 digits: kernel counters are u64 (20), and int() of thousands of digits raises.
+_INT = re.compile(r"[+-]?[0-9]{1,40}", re.ASCII)
 
 # The kernel's own column names (net/core/net-procfs.c), used when the header lines are missing. They are not the
 # sysfs statistics: "drop" is rx_dropped + rx_missed_errors, "frame" sums length/over/crc/frame errors.

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from fabricase.parsers.numbers import to_float, to_int
+
 __all__ = [
     "COUNTER_DIRS", "NORMALIZED", "PHYS_STATES", "PMA_WIDTHS", "PORT_STATES", "Metric", "RdmaPort", "detect_vendor",
     "normalize", "parse_counter", "parse_phys_state", "parse_port_state", "parse_rate", "parse_rdma_port",
@@ -137,8 +139,12 @@ _SIGNATURES = (
     ("bnxt_re", ("to_retransmits", "seq_err_naks_rcvd", "rx_roce_discards", "oos_drop_count", "active_ahs")),
     ("irdma", ("cnpSent", "RetransSegs", "InOptErrors", "RxECNMrkd", "NAKSEQERR")),
 )
-_RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*Gb/sec(?:\s*\(\s*([0-9]+)X(?:\s+([A-Za-z]+))?\s*\))?", re.ASCII)
-_CODED = re.compile(r"^\s*([0-9]+)\s*:\s*(.*?)\s*$|^\s*(.*?)\s*\(\s*([0-9]+)\s*\)\s*$", re.ASCII)
+# The lookbehind starts a number only where a digit run starts: without it, a long run of digits is tried from
+# every position (quadratic). Bounded digits: a rate is a few digits, and int()/float() of thousands raise or
+# overflow.
+_RATE = re.compile(
+    r"(?<![0-9])([0-9]{1,12}(?:\.[0-9]{1,12})?)\s*Gb/sec(?:\s*\(\s*([0-9]{1,3})X(?:\s+([A-Za-z]+))?\s*\))?", re.ASCII
+)
 
 
 @dataclass
@@ -176,15 +182,20 @@ def _fold(word: str) -> str:
 
 
 def _coded(text: str | None) -> tuple[int | None, str | None]:
-    """("4: ACTIVE") or ("PORT_ACTIVE (4)") or ("Active") -> (code or None, word or None)."""
+    """("4: ACTIVE") or ("PORT_ACTIVE (4)") or ("Active") -> (code or None, word or None).
+
+    String operations, not a regex: a lazy group before a whitespace run (`(.*?)\\s*$`) is quadratic in the run."""
     if text is None or not text.strip():
         return None, None
-    m = _CODED.match(text)
-    if m and m.group(1) is not None:
-        return int(m.group(1)), m.group(2) or None
-    if m and m.group(4) is not None:
-        return int(m.group(4)), m.group(3) or None
-    return None, text.strip()
+    value = text.strip()
+    head, colon, tail = value.partition(":")
+    if colon and (code := to_int(head.strip())) is not None:
+        return code, tail.strip() or None
+    if value.endswith(")") and (opening := value.rfind("(")) >= 0:
+        code = to_int(value[opening + 1 : -1].strip())
+        if code is not None:
+            return code, value[:opening].strip() or None
+    return None, value
 
 
 def _canonical(code: int | None, word: str | None, table: dict[int, str], aliases: dict[str, str],
@@ -215,15 +226,15 @@ def parse_phys_state(text: str | None) -> tuple[int | None, str | None]:
 def parse_rate(text: str | None) -> tuple[float | None, int | None, str | None]:
     """"400 Gb/sec (4X NDR)" -> (400.0, 4, "NDR"); "10 Gb/sec (4X)" -> (10.0, 4, None); else Nones."""
     m = _RATE.search(text or "")
-    if not m:
+    rate = to_float(m.group(1)) if m else None
+    if m is None or rate is None:
         return None, None, None
-    return float(m.group(1)), int(m.group(2)) if m.group(2) else None, m.group(3) or None
+    return rate, int(m.group(2)) if m.group(2) else None, m.group(3) or None
 
 
 def parse_counter(text: str | None) -> int | None:
-    """A counter file's value; None when empty, unreadable or "N/A (no PMA)"."""
-    value = (text or "").strip()
-    return int(value) if value.isascii() and value.isdigit() else None
+    """A counter file's value; None when empty, unreadable, "N/A (no PMA)" or longer than MAX_DIGITS digits."""
+    return to_int((text or "").strip())
 
 
 def detect_vendor(device: str, counter_names: Iterable[str] = (), driver: str | None = None) -> str | None:

@@ -7,8 +7,10 @@ import re
 __all__ = ["SPEED_UNKNOWN", "parse_sysfs_int", "parse_sysfs_speed", "parse_sysfs_str"]
 
 # ASCII only: Python's \d and int() also accept other scripts' digits, which no kernel writes.
-_DECIMAL = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_HEX = re.compile(r"0[xX][0-9a-fA-F]+", re.ASCII)
+# At most 40 decimal or 32 hex digits: an attribute is at most 64 bits wide (20 digits), and int() of thousands of
+# decimal digits raises.
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,40}", re.ASCII)
+_HEX = re.compile(r"0[xX][0-9a-fA-F]{1,32}", re.ASCII)
 
 # What drivers write for "no link / unknown" in /sys/class/net/<if>/speed: SPEED_UNKNOWN (-1) printed as %d,
 # and the same value seen through 16- or 32-bit unsigned fields by older drivers.
