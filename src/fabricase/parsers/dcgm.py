@@ -65,7 +65,7 @@ def parse_dcgmi_discovery(text: str | None) -> DcgmDiscovery:
     found = DcgmDiscovery()
     section = None
     for line in (text or "").splitlines():
-        if not line or line.isspace():
+        if len(line.strip()) < 3:  # no row, header or message is this short
             continue
         head = re.match(r"\s*([0-9]+) (GPUs?|NvSwitch(?:es)?|CPUs?|CPU Cores?) found", line, re.I)
         if head:

@@ -95,13 +95,16 @@ def _finish_ibstat_port(p: IbPortStatus) -> None:
     p.link_layer = f.get("Link layer")
 
 
+_SHORTEST = 3  # no header, key or value line of these tools is shorter ("a: b"): shorter lines are skipped unread
+
+
 def parse_ibstat(text: str) -> IbToolReport:
     """`ibstat`: "CA 'mlx5_0'" blocks with "Port N:" sections (State, Physical state, Rate, Link layer)."""
     report = IbToolReport()
     device: str | None = None
     port: IbPortStatus | None = None
     for line in text.splitlines():
-        if not line.strip():
+        if len(line.strip()) < _SHORTEST:
             continue
         ca = re.match(r"^CA '([^']*)'\s*$", line)
         if ca:
@@ -130,7 +133,7 @@ def parse_ibstatus(text: str) -> IbToolReport:
     report = IbToolReport()
     port: IbPortStatus | None = None
     for line in text.splitlines():
-        if not line.strip():
+        if len(line.strip()) < _SHORTEST:
             continue
         head = re.match(r"^Infiniband device '([^']*)' port ([0-9]{1,9}) status:\s*$", line)
         if head:
@@ -174,7 +177,7 @@ def parse_ibv_devinfo(text: str) -> IbToolReport:
     listing = False
     for line in text.splitlines():
         stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
+        if len(stripped) < _SHORTEST or stripped.startswith("#"):
             continue
         if re.match(r"^[0-9]+ HCAs? found:", stripped):
             listing = True
@@ -207,6 +210,8 @@ def _records(text: str, starts: tuple[re.Pattern[str], ...]) -> list[tuple[str, 
     current: list[str] | None = None  # the body's parts, joined once: `body += line` is quadratic in a long record
     for line in text.splitlines():
         stripped = line.strip()
+        if 0 < len(stripped) < _SHORTEST:
+            continue
         match = next((m for m in (p.match(stripped) for p in starts) if m), None) if stripped else None
         if match:
             current = [match.group(3)]

@@ -266,7 +266,7 @@ def parse_nccl_tests(text: str | None, collective: str | None = None) -> NcclTes
     columns: list[str] | None = None
     for raw in (text or "").splitlines():
         line = _clean(raw).strip()
-        if not line:
+        if len(line) < 5 and not line.startswith(("#", "$")):  # shorter than any row ("1 2 3"), header or footer
             continue
         if line.startswith("$") or (line.startswith("#") and "_perf" in line and " -b " in line):
             result.command = result.command or line.lstrip("$# ")

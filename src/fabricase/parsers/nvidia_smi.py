@@ -275,12 +275,18 @@ def _fabric(raw: dict[str, str], prefix: str, keys: tuple[str, str, str, str]) -
     return FabricInfo(state, status, _int(clique), cluster, health)
 
 
+MAX_GPUS = 1024  # GPU sections read from one output: a host has 8 or 16, an NVL72 rack's tray fewer
+
+
 def parse_nvidia_smi_q(text: str | None) -> NvidiaSmiReport:
     """Parse `nvidia-smi -q` text. Never raises; a cut-short output is recorded in errors."""
     report = NvidiaSmiReport(source="text")
     blocks = _text_blocks(text or "", report)
     if not blocks and re.search(r"^[ \t]+\S.* : ", text or "", re.M):
         report.errors.append("GPU attributes without a 'GPU <bus id>' line (an excerpt?): not attributed to a GPU")
+    if len(blocks) > MAX_GPUS:
+        report.errors.append(f"{len(blocks)} GPU sections: only the first {MAX_GPUS} are read")
+        blocks = blocks[:MAX_GPUS]
     for index, (bus, lines) in enumerate(blocks):
         raw, cut = _flatten_text(lines)
         if cut:

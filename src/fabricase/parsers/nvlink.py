@@ -202,15 +202,20 @@ class Topology:
 def parse_topo_matrix(text: str | None) -> Topology:
     """`nvidia-smi topo -m`. Never raises; rows that do not fit the header are recorded in errors."""
     topo = Topology()
-    lines = [_ANSI.sub("", line).rstrip() for line in (text or "").splitlines()]
+    text = text or ""
+    if "\x1b" in text:  # colour codes of a terminal capture; one pass over the text, not one per line
+        text = _ANSI.sub("", text)
+    lines = [line.rstrip() for line in text.splitlines() if not line.isspace() and line]
     for index, line in enumerate(lines):
+        if not line.lstrip().startswith("GPU"):
+            continue
         tokens = line.split()
         if not topo.devices and tokens and tokens[0].startswith("GPU") and "CPU" in tokens:
             topo.devices = tokens[: tokens.index("CPU")]
             _rows(topo, lines[index + 1 :])
             break
     for line in lines:
-        legend = re.fullmatch(r"\s*(NIC[0-9]+): (\S+)", line)
+        legend = re.fullmatch(r"\s*(NIC[0-9]+): (\S+)", line) if "NIC" in line else None
         if legend:
             topo.nic_names[legend.group(1)] = legend.group(2)
     if text and text.strip() and not topo.devices:

@@ -224,9 +224,10 @@ def parse_perftest(text: str | None) -> PerftestResult:
     table: str | None = None  # "bw" or "lat": the kind of the last table header seen
     unit: str | None = None
     seen: dict[int, object] = {}
+    warned: set[str] = set()
     for raw in (text or "").splitlines():
         line = raw.strip()
-        if not line or set(line) <= set("-*"):
+        if len(line) < 3 or set(line) <= set("-*"):  # no row ("1 2"), pair or title is shorter
             continue
         if match := _TITLE.match(raw):
             result.sections += 1
@@ -254,7 +255,8 @@ def parse_perftest(text: str | None) -> PerftestResult:
         pairs = _pairs(line)
         known = any(_KEYS.get(key.strip()) for key, _ in pairs)
         if _WARNING.search(line):
-            if line not in result.warnings:
+            if line[:300] not in warned:  # a set: `in` on the list would be quadratic in the warnings
+                warned.add(line[:300])
                 result.warnings.append(line[:300])
         elif _FAILURE.search(line) and not known:
             result.errors.append(line[:300])
