@@ -111,6 +111,24 @@ def _health_word(text: str) -> str | None:
     return next((w for w in _HEALTH_WORDS if re.search(rf"\b{w}\b", text)), None)
 
 
+_EOL = re.compile(r"[\r\n]")
+_HEALTH_ERROR = re.compile(r"\b(?:Error:|Unable to|not enabled|failed)\b")
+
+
+def _lines_matching(text: str, pattern: re.Pattern[str]) -> list[str]:
+    """Each line of `text` that holds a match, once, in order: one search over the whole text, not one per line."""
+    out, last_end = [], -1
+    for m in pattern.finditer(text):
+        if m.start() <= last_end:
+            continue  # on a line already taken
+        low = last_end + 1  # never search back past the line taken last: each character is looked at once
+        start = max(text.rfind("\n", low, m.start()), text.rfind("\r", low, m.start()), low - 1) + 1
+        eol = _EOL.search(text, m.end())  # the nearer of \n and \r, found by one forward scan
+        last_end = eol.start() if eol else len(text)
+        out.append(text[start:last_end])
+    return out
+
+
 def parse_dcgmi_health(text: str | None) -> DcgmHealth:
     """`dcgmi health -c`. Never raises."""
     health = DcgmHealth()
@@ -129,8 +147,8 @@ def parse_dcgmi_health(text: str | None) -> DcgmHealth:
             detail = right if not _health_word(right) or len(right.split()) > 1 else ""
             if detail:
                 health.messages.append(f"{entity or 'host'}: {left.lstrip('-> ').strip()}: {detail}")
-    for line in (text or "").splitlines():
-        if re.search(r"\b(?:Error:|Unable to|not enabled|failed)\b", line) and "|" not in line:
+    for line in _lines_matching(text or "", _HEALTH_ERROR):
+        if "|" not in line:
             health.errors.append(line.strip()[:160])
     return health
 

@@ -333,6 +333,9 @@ class BusbwTable:
 _CELL_NUMBER = re.compile(r"(?P<n>-?[0-9]{1,20}(?:\.[0-9]{1,20})?)\s*(?:GBps|GB/s|x)?", re.ASCII)
 
 
+_MAX_TABLE_ROWS = 4096  # a published table has one row per message size: a few dozen
+
+
 def parse_busbw_table(text: str | None) -> BusbwTable:
     """A Markdown table of bus bandwidths (`| payload | busbw | ...`); never raises."""
     table = BusbwTable()
@@ -356,6 +359,9 @@ def parse_busbw_table(text: str | None) -> BusbwTable:
             values[name] = float(match.group("n")) if match else None
         size = parse_size(label) if re.search(r"[A-Za-z]", label) else None
         table.rows.append(BusbwRow(label, size, values))
+        if len(table.rows) >= _MAX_TABLE_ROWS:
+            table.errors.append(f"parse: more than {_MAX_TABLE_ROWS} rows: the rest is not read")
+            break
     if text and text.strip() and not table.rows:
         table.errors.append("parse: no Markdown table rows found")
     return table

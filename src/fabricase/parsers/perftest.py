@@ -218,6 +218,9 @@ def _add_row(result: PerftestResult, row: PerftestRow | LatencyRow, seen: dict[i
         result.warnings.append(f"a second, different row for {row.bytes} bytes (kept the first)")
 
 
+_MAX_LINES = 20_000  # a perftest run prints a few hundred lines (one row per message size, a few headers)
+
+
 def parse_perftest(text: str | None) -> PerftestResult:
     """The test header, result rows and printed failures of perftest output; never raises."""
     result = PerftestResult()
@@ -225,7 +228,11 @@ def parse_perftest(text: str | None) -> PerftestResult:
     unit: str | None = None
     seen: dict[int, object] = {}
     warned: set[str] = set()
-    for raw in (text or "").splitlines():
+    lines = (text or "").splitlines()
+    if len(lines) > _MAX_LINES:
+        result.errors.append(f"parse: {len(lines)} lines: only the first {_MAX_LINES} are read")
+        del lines[_MAX_LINES:]
+    for raw in lines:
         line = raw.strip()
         if len(line) < 3 or set(line) <= set("-*"):  # no row ("1 2"), pair or title is shorter
             continue
