@@ -124,6 +124,7 @@ class KernelLog:
 
     events: list[KernelEvent] = field(default_factory=list)
     total_lines: int = 0
+    errors: list[str] = field(default_factory=list)  # what was not read whole (lines over MAX_LINE)
 
     def __iter__(self) -> Iterator[KernelEvent]:
         return iter(self.events)
@@ -139,6 +140,7 @@ class KernelLog:
 
 
 MAX_LINE = 16384
+_MAX_ERRORS = 100
 
 
 def _split_prefix(line: str) -> tuple[str | None, str]:
@@ -232,6 +234,8 @@ def parse_kernel_log(text: str | None) -> KernelLog:
         log.total_lines += 1
         if not line or line.isspace():  # nothing to classify: a million blank lines cost a million skips
             continue
+        if len(line) > MAX_LINE and len(log.errors) < _MAX_ERRORS:
+            log.errors.append(f"line {number}: {len(line)} characters: only the first {MAX_LINE} are read")
         event = parse_kernel_line(line, number)
         if event is not None:
             log.events.append(event)
