@@ -15,10 +15,10 @@ InfiniBand nodes reported through Guest Health Reporting.
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -41,6 +41,7 @@ from fabricase.providers.azure_locate import (
 from fabricase.providers.azure_sdk import ARM_SCOPE, AzureProfile
 from fabricase.providers.azure_ticket import (
     FILE_MAX,
+    communication_name,
     ticket_comment,
     ticket_name,
     ticket_state,
@@ -212,6 +213,7 @@ class AzureProvider(Provider):
             first_name=c["first_name"], last_name=c["last_name"], primary_email_address=c["email"],
             preferred_contact_method=c.get("method", "email"), preferred_time_zone=c["timezone"],
             country=c["country"], preferred_support_language=c.get("language", "en-us"),
+            phone_number=c.get("phone") or None,
         )
 
     def _details(self, name: str, escalation_id: str, draft: TicketDraft, service_id: str,
@@ -355,11 +357,13 @@ class AzureProvider(Provider):
     # --- following a case ----------------------------------------------------------------------------------
 
     def _communicate(self, case_id: str, subject: str, text: str) -> None:
+        """Post one communication, sent by the contact's email. Its name is chosen here, once, from the time of
+        the post and its text: a retried call (azure_sdk.call repeats the same PUT) is the same communication,
+        and the same text posted again later is a new one."""
         from azure.mgmt.support import models
 
-        # the same text on the same ticket is the same communication: a retried call does not post it twice
-        name = "fabricase-" + hashlib.sha256(f"{case_id}\n{text}".encode()).hexdigest()[:24]
-        body = models.CommunicationDetails(subject=subject, body=text)
+        name = communication_name(case_id, text, self._now())
+        body = models.CommunicationDetails(subject=subject, body=text, sender=self.profile.sender())
         self._call(f"PUT supportTickets/{case_id}/communications/{name}",
                    lambda: self.support.communications.begin_create(
                        case_id, name, body, polling_interval=self.profile.poll_interval_s).result())
@@ -418,15 +422,22 @@ class AzureProvider(Provider):
                 "its PhysicalHostName (Hyper-V KVP pool 3 in the capture)")
             raise ProviderError(f"Guest Health Reporting needs {need}", where=placement.host)
         category = impact_category(findings)
-        name = impact_name(placement.instance_id, category, findings)
+        name = impact_name(placement.instance_id, category, findings, attempt=uuid.uuid4().hex)
         body = impact_body(placement, findings, physical_host=physical, started=self._now(), category=category)
         url = f"{self.profile.endpoint}{impact_path(subscription, name)}"
+        tries = 0
 
         def put() -> httpx.Response:
+            nonlocal tries
+            tries += 1
             token = self.credential.get_token(ARM_SCOPE).token
+            headers = {"Authorization": f"Bearer {token}"}
+            params = {"api-version": IMPACT_API_VERSION}
             with httpx.Client(verify=self.profile.ssl_context(), timeout=60) as client:
-                response = client.put(url, params={"api-version": IMPACT_API_VERSION}, json=body,
-                                      headers={"Authorization": f"Bearer {token}"})
+                response = client.put(url, params=params, json=body, headers=headers)
+                if response.status_code == 409 and tries > 1:
+                    # the name is this attempt's own: a conflict on a retry is the earlier try that landed
+                    response = client.get(url, params=params, headers=headers)
             response.raise_for_status()
             return response
 

@@ -98,12 +98,17 @@ def impact_category(findings: Sequence[Finding]) -> str:
     return GENERIC_CATEGORY
 
 
-def impact_name(resource_id: str, category: str, findings: Sequence[Finding]) -> str:
-    """A name the same report always gets (the same VM, category and findings): reporting twice is then one
-    report, not two. Azure wants impact names unique."""
+def impact_name(resource_id: str, category: str, findings: Sequence[Finding], *, attempt: str) -> str:
+    """The name of one report attempt. Azure wants impact names unique (a reused name is refused), so each
+    attempt gets its own: `attempt` is a fresh random token per call of report_faulty_host, kept across that
+    call's transport retries (a retried PUT is the same report). Reporting the same host again is a new report;
+    not reporting it twice is the tracker's record's job, not the name's."""
     digest = hashlib.sha256("\n".join([resource_id.lower(), category, *sorted(
         f"{f.kind}|{f.component}|{f.summary}" for f in findings)]).encode()).hexdigest()
-    return f"fabricase-{digest[:32]}"
+    token = re.sub(r"[^A-Za-z0-9]", "", attempt)[:16]
+    if not token:
+        raise ValueError("impact_name needs an attempt token")
+    return f"fabricase-{digest[:16]}-{token}"
 
 
 def impact_path(subscription: str, name: str) -> str:

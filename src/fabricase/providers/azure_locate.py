@@ -68,7 +68,9 @@ def placement_of(provider: str, host: dict[str, Any], vm: Any, view: Any) -> Pla
                          topology=[f"physical-host:{physical}"] if physical else [])
     scale_set = last_segment(getattr(vm.virtual_machine_scale_set, "id", None))
     ppg = last_segment(getattr(vm.proximity_placement_group, "id", None))
-    block = last_segment(getattr(getattr(vm.interconnect_block_profile, "interconnect_block", None), "id", None))
+    # interconnect_block_profile: azure-mgmt-compute 39 and later (the floor declared in pyproject.toml)
+    block = last_segment(getattr(getattr(getattr(vm, "interconnect_block_profile", None), "interconnect_block",
+                                         None), "id", None))
     subgroup = getattr(getattr(view, "interconnect_instance_view", None), "interconnect_subgroup_id", None)
     fault = getattr(view, "platform_fault_domain", None)
     power = next((s.code for s in (getattr(view, "statuses", None) or []) if (s.code or "").startswith(

@@ -36,6 +36,7 @@ PROVIDER = "azure"
 RETRY_AFTER_MAX_S = 60.0  # a desk asking for longer than this is down, not throttling
 _MESSAGE_MAX = 300
 _CONTACT_KEYS = ("first_name", "last_name", "email", "country", "timezone")
+CONTACT_METHODS = ("email", "phone")  # ContactProfile.preferred_contact_method (azure-mgmt-support 7.0.0)
 _PLAN_WORDS = re.compile(r"support ?plan", re.IGNORECASE)
 
 
@@ -43,7 +44,9 @@ _PLAN_WORDS = re.compile(r"support ?plan", re.IGNORECASE)
 class AzureProfile:
     """`[providers.azure]` of config.toml, checked. contact: the ticket's ContactProfile (first_name,
     last_name, email, country as ISO 3166-1 alpha-3, timezone as a Microsoft time-zone name, language,
-    method)."""
+    method, and phone: required when method is "phone", since Microsoft then has to call a number). The
+    contact's email is also every communication's `sender`, which Azure requires when the caller is a service
+    principal (an unattended run)."""
 
     subscription: str | None = None
     resource_group: str | None = None
@@ -77,9 +80,11 @@ class AzureProfile:
         consent = raw.get("diagnostic_consent", "No")
         if consent not in ("Yes", "No"):
             raise ConfigError("[providers.azure] diagnostic_consent must be \"Yes\" or \"No\"", where=where)
+        contact = {k: str(v) for k, v in raw.get("contact", {}).items()}
+        _check_contact(contact, where)
         return cls(**{**raw, "endpoint": raw.get("endpoint", ARM_ENDPOINT).rstrip("/"),
                       "severity": dict(raw.get("severity", {})), "poll_interval_s": float(poll),
-                      "contact": {k: str(v) for k, v in raw.get("contact", {}).items()}})
+                      "contact": contact})
 
     def need_subscription(self) -> str:
         if not self.subscription:
@@ -89,6 +94,16 @@ class AzureProfile:
 
     def missing_contact(self) -> list[str]:
         return [k for k in _CONTACT_KEYS if not self.contact.get(k)]
+
+    def sender(self) -> str:
+        """Who sends a communication: the contact's email (Azure refuses a service principal's message
+        without one, so it is never left out)."""
+        email = self.contact.get("email")
+        if not email:
+            raise ConfigError("[providers.azure.contact] email is required: it is the sender of every message "
+                              "fabricase posts (Azure requires one when the caller is a service principal)",
+                              where=PROVIDER)
+        return email
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments for every SDK client: the endpoint, the CA to trust for it, no SDK retries."""
@@ -102,6 +117,17 @@ class AzureProfile:
     def ssl_context(self) -> ssl.SSLContext:
         """What httpx trusts for the endpoint (Guest Health Reporting): the system's CAs, or ca_bundle."""
         return ssl.create_default_context(cafile=self.ca_bundle) if self.ca_bundle else ssl.create_default_context()
+
+
+def _check_contact(contact: dict[str, str], where: str) -> None:
+    """The contact method is one Azure knows, and a phone contact has a number to call."""
+    method = contact.get("method", "email")
+    if method not in CONTACT_METHODS:
+        raise ConfigError(f"[providers.azure.contact] method must be one of {', '.join(CONTACT_METHODS)}, "
+                          f"not {method!r}", where=where)
+    if method == "phone" and not contact.get("phone", "").strip():
+        raise ConfigError("[providers.azure.contact] phone is required when method = \"phone\" (the number "
+                          "Microsoft calls)", where=where)
 
 
 def default_credential() -> Any:

@@ -3,18 +3,19 @@ workspace's limits, and the normalized state of a ticket from its status and mes
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from fabricase.bundler.limits import DESK_LIMITS, file_name_problem, fit_file_name
 from fabricase.models import EscalationState
 from fabricase.providers.base import CaseComment
 
-__all__ = ["CHUNK_BYTES", "FILE_MAX", "LIMITS", "ticket_comment", "ticket_name", "ticket_state", "upload_chunks",
-           "upload_name"]
+__all__ = ["CHUNK_BYTES", "FILE_MAX", "LIMITS", "communication_name", "ticket_comment", "ticket_name",
+           "ticket_state", "upload_chunks", "upload_name"]
 
 LIMITS = DESK_LIMITS["azure"]
 FILE_MAX = LIMITS.attachment_max_bytes or 5_242_880  # files.create: file_size <= 5 MB
@@ -27,6 +28,15 @@ def ticket_name(escalation_id: str, bundle_id: str | None) -> str:
     name, so filing again finds the ticket; the bundle id keeps two trackers' FC-1 apart."""
     base = _NAME_UNSAFE.sub("-", escalation_id).strip("-") or "case"
     return f"fabricase-{base}" + (f"-{bundle_id[:12]}" if bundle_id else "")
+
+
+def communication_name(case_id: str, text: str, at: datetime) -> str:
+    """A communication's name: the time of the post (to the microsecond, UTC) and a hash of the ticket and text.
+    Azure keeps one communication per name, so the same text posted twice needs two names; a retry of one post
+    reuses the name its caller chose once, and stays one communication."""
+    stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    digest = hashlib.sha256(f"{case_id}\n{text}".encode()).hexdigest()[:16]
+    return f"fabricase-{stamp}-{digest}"
 
 
 def upload_name(name: str) -> str:

@@ -21,7 +21,9 @@ __all__ = [
 ]  # fmt: skip
 
 COMMENT_MAX_CHARS = 12_800  # cloud-apis.md 2.2 "Comment body is at most 12,800 characters"
-DEFAULT_CLASSIFICATION_QUERY = 'display_name:"Compute Engine"'
+# caseClassifications.search matches a quoted value against the whole display name ("Technical Issue > Compute >
+# Compute Engine > GPU"): without wildcards "Compute Engine" matches nothing. cloud-apis.md 2.2 uses these.
+DEFAULT_CLASSIFICATION_QUERY = 'display_name:"*Compute Engine*"'
 ESCALATION_REASONS = ("RESOLUTION_TIME", "TECHNICAL_EXPERTISE", "BUSINESS_IMPACT")
 
 # Case.State -> the escalation's state. SOLUTION_PROVIDED: Google thinks it is solved, the case is not closed yet.

@@ -2,7 +2,9 @@
 and communications, and Microsoft.Impact workload impacts, answering the documented payloads with the exact
 status codes the SDKs accept (201 workspace and file PUT, 204 upload, 202 + Azure-AsyncOperation for the
 long-running ticket and communication PUTs). It checks what the real service would refuse (a missing bearer
-token, file limits, blocked extensions, required ticket fields) and records every request."""
+token, file limits, blocked extensions, required ticket fields, a phone contact without a number, a message
+without the `sender` a service principal must give, a communication or impact name used again) and records
+every request. Sources: ../shared/reference/cloud-apis.md 3.1 and 3.2, azure-mgmt-support 7.0.0's models."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ CHUNK_MAX = 2_621_440
 BLOCKED = (".html", ".htm", ".exe", ".js", ".svg")
 TICKET_REQUIRED = ("title", "description", "serviceId", "problemClassificationId", "severity",
                    "advancedDiagnosticConsent", "contactDetails")
+CONTACT_REQUIRED = ("firstName", "lastName", "preferredContactMethod", "primaryEmailAddress", "preferredTimeZone",
+                    "country", "preferredSupportLanguage")  # ContactProfile._validation, azure-mgmt-support 7.0.0
 SERVICE = {"id": "/providers/Microsoft.Support/services/cddd3eb5-1830-b494-44fd-782f691479dc",
            "name": "cddd3eb5-1830-b494-44fd-782f691479dc", "type": "Microsoft.Support/services",
            "properties": {"displayName": "Virtual Machine running Linux",
@@ -44,6 +48,7 @@ class Fault:
     headers: dict[str, str]
     body: dict[str, Any] | None
     times: int
+    after: bool = False  # the request is carried out, then the answer is lost (the caller sees `status`)
 
 
 @dataclass
@@ -118,9 +123,10 @@ class FakeArm:
         return rid
 
     def fail(self, method: str, path: str, status: int, *, headers: dict[str, str] | None = None,
-             body: dict[str, Any] | None = None, times: int = 1) -> None:
-        """The next `times` requests matching method and path (a regex searched in the path) get `status`."""
-        self.state.faults.append(Fault(method, re.compile(path), status, headers or {}, body, times))
+             body: dict[str, Any] | None = None, times: int = 1, after: bool = False) -> None:
+        """The next `times` requests matching method and path (a regex searched in the path) get `status`
+        (after=True: once the request has been carried out, as when the response is lost on the way back)."""
+        self.state.faults.append(Fault(method, re.compile(path), status, headers or {}, body, times, after))
 
     def reply(self, provider_text: str, ticket: str) -> None:
         """Microsoft's engineer writes on the ticket."""
@@ -182,11 +188,14 @@ class _Handler(BaseHTTPRequestHandler):
                                        "auth": self.headers.get("Authorization")})
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 return self._send(401, error("InvalidAuthenticationToken", "The access token is invalid."))
-            for fault in arm.state.faults:
-                if fault.times > 0 and fault.method == self.command and fault.path.search(parts.path):
-                    fault.times -= 1
-                    return self._send(fault.status, fault.body or error("Injected", f"status {fault.status}"),
-                                      fault.headers)
+            fault = next((f for f in arm.state.faults if f.times > 0 and f.method == self.command
+                          and f.path.search(parts.path)), None)
+            if fault is not None:
+                fault.times -= 1
+                if fault.after:
+                    route(arm, self.command, parts.path, query, body)
+                return self._send(fault.status, fault.body or error("Injected", f"status {fault.status}"),
+                                  fault.headers)
             status, payload, headers = route(arm, self.command, parts.path, query, body)
         self._send(status, payload, headers)
 
@@ -257,6 +266,14 @@ def _ticket(arm: FakeArm, method: str, name: str, body: Any) -> tuple[int, Any, 
         missing = [k for k in TICKET_REQUIRED if not props.get(k)]
         if missing:
             return 400, error("BadRequest", f"missing {', '.join(missing)}"), None
+        contact = props["contactDetails"]
+        missing = [k for k in CONTACT_REQUIRED if not contact.get(k)]
+        if contact.get("preferredContactMethod") == "phone" and not contact.get("phoneNumber"):
+            missing.append("phoneNumber (preferredContactMethod is phone)")
+        if contact.get("preferredContactMethod") not in ("email", "phone"):
+            missing.append("preferredContactMethod (email or phone)")
+        if missing:
+            return 400, error("BadRequest", f"contactDetails: missing {', '.join(missing)}"), None
         ws = props.get("fileWorkspaceName")
         if ws and ws not in s.workspaces:
             return 400, error("BadRequest", f"file workspace {ws} does not exist"), None
@@ -282,11 +299,17 @@ def _communications(arm: FakeArm, method: str, ticket: str, name: str | None,
     if method == "GET":
         return (200, existing, None) if existing else (404, error("ResourceNotFound", "no such message"), None)
     if method == "PUT":
-        if existing is None:
-            props = (body or {}).get("properties", {})
-            if not props.get("subject") or not props.get("body"):
-                return 400, error("BadRequest", "subject and body are required"), None
-            found.append(arm._communication(ticket, name or "", props, "inbound", "ops@fabric.example"))
+        props = (body or {}).get("properties", {})
+        if not props.get("subject") or not props.get("body"):
+            return 400, error("BadRequest", "subject and body are required"), None
+        if not props.get("sender"):  # the caller is a service principal (an unattended run): sender is required
+            return 400, error("BadRequest", "sender is required when the caller is a service principal"), None
+        if existing is not None:
+            same = all(existing["properties"].get(k) == props.get(k) for k in ("subject", "body", "sender"))
+            if not same:
+                return 409, error("Conflict", f"communication {name} exists"), None
+        else:
+            found.append(arm._communication(ticket, name or "", props, "inbound", props["sender"]))
         return 202, None, {"Azure-AsyncOperation": arm.async_operation(), "Retry-After": "0"}
     return 405, error("MethodNotAllowed", method), None
 
@@ -335,13 +358,23 @@ def _files(arm: FakeArm, method: str, path: str, ws: str, name: str | None,
     return 405, error("MethodNotAllowed", method), None
 
 
+def _impact_resource(name: str, props: dict[str, Any]) -> dict[str, Any]:
+    return {"id": f"/subscriptions/{SUB}/providers/Microsoft.Impact/workloadImpacts/{name}", "name": name,
+            "properties": {**props, "provisioningState": "Succeeded"}}
+
+
 def _impact(arm: FakeArm, method: str, name: str, body: Any) -> tuple[int, Any, dict[str, str] | None]:
+    if method == "GET":
+        known = arm.state.impacts.get(name)
+        return (200, _impact_resource(name, known["properties"]), None) if known else (
+            404, error("ResourceNotFound", f"workload impact {name} not found"), None)
     if method != "PUT":
         return 405, error("MethodNotAllowed", method), None
+    if name in arm.state.impacts:  # cloud-apis.md 3.1: impactName must be unique (reusing it does not return 200)
+        return 409, error("Conflict", f"workload impact {name} already exists; impact names must be unique"), None
     props = (body or {}).get("properties", {})
     missing = [k for k in ("startDateTime", "impactCategory", "impactedResourceId") if not props.get(k)]
     if missing or not props.get("additionalProperties", {}).get("PhysicalHostName"):
         return 400, error("BadRequest", f"missing {missing or 'PhysicalHostName'}"), None
     arm.state.impacts[name] = body
-    return 201, {"id": f"/subscriptions/{SUB}/providers/Microsoft.Impact/workloadImpacts/{name}", "name": name,
-                 "properties": {**props, "provisioningState": "Succeeded"}}, None
+    return 201, _impact_resource(name, props), None

@@ -96,8 +96,8 @@ def test_lifecycle_file_status_comment_attach_resolve(provider, arm, bundle, tmp
     arm.reply("Please reseat the cable and tell us.", name)
     status = provider.case_status(name)
     assert status.state == EscalationState.WAITING_US and status.comments[-1].from_provider
-    provider.comment(name, "Reseated; still flapping.")
-    provider.comment(name, "Reseated; still flapping.")  # a retried call: one message
+    arm.fail("PUT", r"/communications/", 503, after=True)  # the post lands, its answer is lost: retried
+    provider.comment(name, "Reseated; still flapping.")  # the retry reuses the name: one message
     status = provider.case_status(name)
     assert status.state == EscalationState.WAITING_PROVIDER
     assert [c.body for c in status.comments] == ["Please reseat the cable and tell us.", "Reseated; still flapping."]

@@ -78,7 +78,9 @@ def test_impact_category_follows_the_worst_finding_and_xid_codes():
         "Resource.Hpc.Unhealthy.NvLink")
     assert impact_category([_f("fleet-outlier", "rdma:mlx5_2/1")]) == "Resource.Hpc.Unhealthy.IBPerformance"
     assert impact_category([_f("config-drift", "host")]) == GENERIC_CATEGORY
-    assert impact_name("/s/VM", "c", [flap]) == impact_name("/s/vm", "c", [flap]) != impact_name("/s/vm", "c", [xid])
+    one = impact_name("/s/VM", "c", [flap], attempt="a1")
+    assert one == impact_name("/s/vm", "c", [flap], attempt="a1") != impact_name("/s/vm", "c", [xid], attempt="a1")
+    assert one != impact_name("/s/VM", "c", [flap], attempt="a2")  # another attempt: another name
 
 
 def test_profile_checks_poll_interval_and_endpoint():

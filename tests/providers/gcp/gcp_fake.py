@@ -92,6 +92,7 @@ class FakeGoogle:
     wire: list[bytes] = field(default_factory=list)  # every request as it arrived: method and target, then the body
     faults: list[list] = field(default_factory=list)  # [method, path regex, status, message, times left]
     search_lags: bool = False  # cases:search does not see cases yet (the index lags)
+    classification_queries: list[str] = field(default_factory=list)
     tokens_issued: int = 0
     clock: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -115,6 +116,51 @@ class FakeGoogle:
         items = self.comments.setdefault(case, [])
         items.append({"name": f"{case}/comments/{len(items) + 1}", "createTime": self.tick(),
                       "creator": {"displayName": "Google Support", "googleSupport": True}, "body": body})
+
+
+CLASSIFICATIONS = [
+    {"id": "ZXXX", "displayName": "Technical Issue > Compute > Compute Engine > Instances"},
+    {"id": CLASSIFICATION_GPU, "displayName": "Technical Issue > Compute > Compute Engine > GPU"},
+    {"id": "ZBILL", "displayName": "Billing > Invoices"},
+]
+# caseClassifications:search `query`: empty (everything), or FIELD:"VALUE" on displayName or id. A VALUE without
+# `*` must equal the whole field (the hierarchy "A > B > C"), `*` matches any run of characters: cloud-apis.md 2.2
+# and its probe, where `display_name:"*Compute Engine*"` found "Technical Issue > Compute > Compute Engine > GPU".
+_CLASSIFICATION_QUERY = re.compile(r'\s*(display_name|displayName|id)\s*:\s*"([^"]*)"\s*')
+# cases:search `query` (google-cloud-support 0.5.4 SearchCasesRequest): a quoted global restriction, or
+# state=, priority=, creator.email=, update_time> restrictions joined by AND / OR.
+_TERM = r'(?:"[^"]*"|state=(?:OPEN|CLOSED)|priority=P[0-4]|creator\.email="[^"]+"|update_time>"[^"]+")'
+SEARCH_QUERY = re.compile(rf"(?:{_TERM}(?:\s+(?:AND|OR)\s+\(?{_TERM}\)?)*)?")
+# Case fields cases.create refuses without (the Case proto's documented use; cloud-apis.md 2.2).
+CASE_REQUIRED = ("displayName", "description", "classification")
+
+
+def classification_filter(query: str):
+    """A predicate for one classification, or ValueError for a query the API would refuse."""
+    if not query.strip():
+        return lambda c: True
+    m = _CLASSIFICATION_QUERY.fullmatch(query)
+    if m is None:
+        raise ValueError(f"invalid query: {query}")
+    key = "id" if m[1] == "id" else "displayName"
+    pattern = re.compile("".join(".*" if part == "*" else re.escape(part) for part in re.split(r"(\*)", m[2])),
+                         re.IGNORECASE)
+    return lambda c: pattern.fullmatch(c[key]) is not None
+
+
+def case_problem(case: dict) -> str | None:
+    """What cases.create would refuse in this Case, or None."""
+    missing = [k for k in CASE_REQUIRED if not case.get(k)]
+    if missing:
+        return f"missing required field(s): {', '.join(missing)}"
+    if (case["classification"] or {}).get("id") not in {c["id"] for c in CLASSIFICATIONS}:
+        return f"unknown classification id {case['classification'].get('id')!r}"
+    if "name" in case:
+        return "name is assigned by the server: a new case must not carry one"
+    priority = case.get("priority", 0)
+    if priority not in (1, 2, 3, 4, 5) and priority not in PRIORITIES[1:]:
+        return f"invalid priority {priority!r}"
+    return None
 
 
 def _error(status: int, message: str) -> dict:
@@ -167,11 +213,17 @@ def _routes(g: FakeGoogle):
         return 200, {"name": m["pol"], "workloadPolicy": {"type": "HIGH_THROUGHPUT", "maxTopologyDistance": "BLOCK"}}
 
     def classifications(m, q, body):
-        return 200, {"caseClassifications": [
-            {"id": "ZXXX", "displayName": "Technical Issue > Compute > Compute Engine > Instances"},
-            {"id": CLASSIFICATION_GPU, "displayName": "Technical Issue > Compute > Compute Engine > GPU"}]}
+        try:
+            matches = classification_filter(q.get("query", [""])[0])
+        except ValueError as exc:
+            return 400, _error(400, str(exc))
+        g.classification_queries.append(q.get("query", [""])[0])
+        return 200, {"caseClassifications": [c for c in CLASSIFICATIONS if matches(c)]}
 
     def create_case(m, q, body):
+        problem = case_problem(body)
+        if problem:
+            return 400, _error(400, problem)
         with g.lock:
             number = str(40000000 + len(g.cases))
             name = f"projects/{m['project']}/cases/{number}"
@@ -186,6 +238,8 @@ def _routes(g: FakeGoogle):
         return 200, {"cases": list(reversed(g.cases.values()))}  # newest first
 
     def search_cases(m, q, body):
+        if not SEARCH_QUERY.fullmatch(q.get("query", [""])[0]):
+            return 400, _error(400, f"invalid query: {q.get('query', [''])[0]}")
         query = q.get("query", [""])[0].strip('"')
         hits = [] if g.search_lags else [c for c in g.cases.values()
                                          if query in c.get("displayName", "") + c.get("description", "")]

@@ -134,7 +134,7 @@ def test_file_status_and_resolve_a_case(paths, google, draft, bundle):
 
 
 def test_filing_again_finds_the_case_and_files_nothing_twice(paths, google, draft, bundle):
-    provider = make(paths, google, classification_id="CLS-1")
+    provider = make(paths, google, classification_id=CLASSIFICATION_GPU)
     first = provider.file_case(escalation_id="FC-1", draft=draft, bundle_path=bundle)
     google.search_lags = True  # the search index has not seen it: the list of cases must
     again = provider.file_case(escalation_id="FC-1", draft=draft, bundle_path=bundle)
