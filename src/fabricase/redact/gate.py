@@ -20,6 +20,7 @@ How it is enforced (docs/redaction.md, "The gate"):
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import inspect
 import tempfile
@@ -29,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fabricase.errors import FabricaseError
 from fabricase.redact.secrets import redact_secrets
 
 __all__ = ["GATED", "files", "gated_methods", "is_gated", "outbound", "text"]
@@ -54,7 +56,9 @@ def outbound(value: T) -> T:
 
 def _outbound(value: Any, depth: int) -> Any:
     if depth > 64:  # a structure this deep was not made by fabricase; nothing in it is sent as text
-        raise ValueError("too deeply nested to redact")
+        raise FabricaseError("a value too deeply nested to redact is not sent")
+    if isinstance(value, enum.Enum):  # a severity, a state: a name fabricase made, never data
+        return value
     if isinstance(value, str):
         return text(value)
     if isinstance(value, bytes | bytearray):
@@ -66,8 +70,7 @@ def _outbound(value: Any, depth: int) -> Any:
                    if f.init}
         return dataclasses.replace(value, **changes)
     if isinstance(value, Mapping):
-        return type(value)({k: _outbound(v, depth + 1) for k, v in value.items()}) if isinstance(value, dict) \
-            else {k: _outbound(v, depth + 1) for k, v in value.items()}
+        return {k: _outbound(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
         out = [_outbound(v, depth + 1) for v in value]
         return out if isinstance(value, list) else tuple(out)
