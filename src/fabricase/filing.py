@@ -71,8 +71,11 @@ def find_duplicates(
 # -- idempotent filing --------------------------------------------------------------------------------------
 
 
-def _ticket_path(location: str) -> Path:
-    """Where the filed ticket text lives: the outbox's ticket.md, else the case's location itself."""
+def _ticket_path(location: str) -> Path | str:
+    """Where the filed ticket text lives: the outbox's ticket.md, else the case's location itself. A URL (the
+    desk's case page) is kept whole: as a Path, `https://host/x` would lose a slash."""
+    if "://" in location:
+        return location
     folder = Path(location)
     return folder / "ticket.md" if (folder / "ticket.md").is_file() else folder
 

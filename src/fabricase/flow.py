@@ -96,7 +96,7 @@ class OpenResult:
     bundle: Bundle
     draft: TicketDraft
     escalation: Escalation | None  # None on --dry-run
-    ticket_path: Path
+    ticket_path: Path | str  # the outbox file, the bundle (a dry run), or the desk's case URL
     filed_at: str | None = None
     placements: list[Placement] = field(default_factory=list)
     requests: list[PlannedRequest] = field(default_factory=list)  # --dry-run: what filing would send
@@ -286,7 +286,8 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     with clock("file"), Tracker.open(paths) as tracker:
         # Idempotent: the intent is recorded before the desk is called, and a retry reconciles by the case marker.
         esc = file_escalation(tracker, provider, r.recorded.escalation.id, r.rendered.fitted, r.bundle.path)
-    ticket = Path(esc.ticket_path) if esc.ticket_path else r.bundle.path
+    where = esc.ticket_path
+    ticket = (where if "://" in where else Path(where)) if where else r.bundle.path  # a URL is kept whole
     return OpenResult(capture, r.analysis.findings, r.bundle, r.rendered.draft, esc, ticket, filed_at=esc.ticket_path,
                       timings={**r.timings, **clock.spent}, **common)
 

@@ -237,3 +237,18 @@ def test_a_key_spread_over_findings_is_redacted_in_the_joined_description():
                  *(text for _b, text in gcp_topology._reasons([("PERFORMANCE", f) for f in findings]))]
     for text in described:
         assert not any(line in text for line in body), text
+
+
+def test_a_case_url_is_stored_whole(tmp_path):
+    class WithUrl(DeskProvider):
+        def file_case(self, *, escalation_id, draft, bundle_path):
+            result = super().file_case(escalation_id=escalation_id, draft=draft, bundle_path=bundle_path)
+            return FilingResult(result.case_id, result.raw_status, result.state,
+                                f"https://support.example.com/cases/{result.case_id}")
+
+    paths = paths_at(tmp_path)
+    with Tracker.open(paths) as tracker:
+        esc = tracker.create(provider="desk", title="t", symptom="s", severity="major", hosts=["gpu001"],
+                             components=[])
+        filed = filing.file_escalation(tracker, WithUrl(paths), esc.id, draft_for(), None)
+        assert str(filed.ticket_path).startswith("https://support.example.com/cases/case-")
