@@ -30,6 +30,7 @@ from fabricase.errors import ConfigError
 from fabricase.models import EscalationEvent, Evidence, Finding, HostSummary, Placement, Severity, TicketDraft
 from fabricase.redact import gate
 from fabricase.templates.facts import host_facts
+from fabricase.templates.inert import inert_block, inert_line, md_line
 from fabricase.templates.ruled_out import ruled_out
 from fabricase.templates.severity import desk_severity, ticket_severity
 from fabricase.templates.suspects import (
@@ -63,10 +64,7 @@ PACKAGE_PREFIX = "fabricase"  # `{% extends "fabricase/ticket_aws.md.j2" %}` rea
 _OK = "ok"
 _JIRA_SPECIAL = re.compile(r"[\[\]{}]")  # links and macros in Jira wiki markup
 _GLUE = re.compile(r"\b(snapshot|baseline) (\S+)")
-# Data must not become structure in a ticket: a line that data starts with a heading, quote or HTML mark, or a
-# setext underline, is escaped; control characters and bidi overrides are shown as escapes (render's finalize).
-_MD_BLOCK = re.compile(r"(?m)^([ \t]{0,3})(#|>|<|=+[ \t]*$|h[1-6]\.|bq\.)")
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
 
 
 def user_template_dir(config_dir: Path | None = None) -> Path:
@@ -353,18 +351,13 @@ def wrap(text: str, indent: str = "", first: str | None = None, width: int = WID
     """Fill text to `width`; continuation lines get `indent`. Paths and ids are never split. Secrets are redacted
     first (redact.gate): a flag and its value, or a PEM header, split over two lines would pass any rule."""
     # keep "snapshot 1" and "baseline 0" on one line: NUL is not whitespace to textwrap
-    glued = _GLUE.sub(lambda m: f"{m[1]}\0{m[2]}", _inert_line(gate.text(str(text))))
+    glued = _GLUE.sub(lambda m: f"{m[1]}\0{m[2]}", inert_line(gate.text(str(text))))
     lead = indent if first is None else first
     lines = textwrap.wrap(glued, width=width, initial_indent=lead, subsequent_indent=indent,
                           break_long_words=False, break_on_hyphens=False)
     # The prefixes are the template's structure; what follows each is data, escaped where it opens a block.
-    out = [_md_line(line, lead if k == 0 else indent).replace("\0", " ") for k, line in enumerate(lines)]
+    out = [md_line(line, lead if k == 0 else indent).replace("\0", " ") for k, line in enumerate(lines)]
     return markupsafe.Markup("\n".join(out))
-
-
-def _md_line(line: str, prefix: str) -> str:
-    rest = line[len(prefix):] if line.startswith(prefix) else line
-    return line[:len(line) - len(rest)] + _MD_BLOCK.sub(r"\1\\\2", rest, count=1)
 
 
 def hostlist(names: Iterable[str]) -> str:
@@ -417,7 +410,7 @@ def _markup(ctx: jinja2.runtime.Context) -> tuple[Any, Any]:
 @jinja2.pass_context
 def heading(ctx: jinja2.runtime.Context, text: str) -> str:
     """A section heading in the template's `markup` (structure: finalize leaves it as it is)."""
-    return markupsafe.Markup(_markup(ctx)[0](_inert_line(str(text))))
+    return markupsafe.Markup(_markup(ctx)[0](inert_line(str(text))))
 
 
 @jinja2.pass_context
@@ -434,15 +427,7 @@ def _inert(ctx: jinja2.runtime.Context, value: Any) -> Any:
     escaped by its autoescape instead."""
     if ctx.eval_ctx.autoescape or isinstance(value, markupsafe.Markup) or not isinstance(value, str):
         return value
-    return _MD_BLOCK.sub(r"\1\\\2", _unprintable(value))
-
-
-def _unprintable(text: str) -> str:
-    return _UNPRINTABLE.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
-
-
-def _inert_line(text: str) -> str:
-    return " ".join(_unprintable(text).split())
+    return inert_block(value)
 
 
 @jinja2.pass_context
@@ -480,7 +465,7 @@ def distinct(rows: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
 
 
 def _cell(value: Any) -> str:
-    text = _inert_line(format_number(value)) if value is not None else "-"
+    text = inert_line(format_number(value)) if value is not None else "-"
     return (text or "-").replace("|", "\\|")
 
 
