@@ -26,14 +26,16 @@ from fabricase.models import (
 
 if TYPE_CHECKING:
     from fabricase.diagnosis import Diagnosis
+    from fabricase.models import Escalation
     from fabricase.redact import Redactor
-    from fabricase.tracker.store import Tracker
+    from fabricase.tracker.store import Coverage, Tracker
 
 __all__ = [
     "build_bundle_for",
     "bundle_scope",
     "coverage",
     "desk_of",
+    "duplicate_error",
     "findings_json",
     "fit_draft",
     "host_summaries",
@@ -103,11 +105,12 @@ def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symp
                severity: Severity, placements: list[Placement], bundle_id: str | None,
                escalation_id: str | None, checks: Mapping[str, Any] | None = None,
                events: Sequence[EscalationEvent] = (), hosts: Sequence[HostSummary] | None = None,
-               diagnosis: Diagnosis | None = None) -> TicketDraft:
+               diagnosis: Diagnosis | None = None, history: Mapping[str, str] | None = None) -> TicketDraft:
     """The ticket for the provider's desk, built from the diagnosis's provider-owned suspects: what is broken,
     where, how sure, what was ruled out (`checks`: templates.ruled_out.checks_run(capture.hosts)) and what we ask
     for. `checks`, `hosts` (host_summaries) and the diagnosis (of `findings`, without hardware aliases) are
-    computed here when not given."""
+    computed here when not given. `history`: the repeat offenders' lines (tracker.stats.history_lines), said in
+    their suspects' sections."""
     from fabricase.templates import render_draft
     from fabricase.templates.ruled_out import checks_run
 
@@ -116,7 +119,7 @@ def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symp
                         placements=placements, bundle_id=bundle_id,
                         capture_created_at=capture.created_at, escalation_id=escalation_id,
                         checks=checks if checks is not None else checks_run(capture.hosts),
-                        kernel_logs=_KernelLogs(capture), events=events, diagnosis=diagnosis)
+                        kernel_logs=_KernelLogs(capture), events=events, diagnosis=diagnosis, history=history)
 
 
 def _epoch(created_at: str) -> int:
@@ -224,16 +227,29 @@ def coverage(capture: Capture, diagnosis: Diagnosis,
     return hosts, instances, shared
 
 
+def _next_step(esc: Escalation) -> str:
+    """The command that really applies to an escalation covering the same hosts."""
+    from fabricase.filing import holder
+
+    if esc.provider_case_id is not None:
+        return f"add this evidence with `fabricase attach {esc.id} --capture DIR`"
+    return holder(esc) or f"its filing did not finish: `fabricase retry {esc.id}`"
+
+
+def duplicate_error(tracker: Tracker, provider: str, found: list[Coverage]) -> DuplicateError:
+    """DuplicateError naming each open escalation that already covers these hosts, what it covers, and for each
+    the command that applies (attach to a filed case; retry an unfiled one; wait for one being filed)."""
+    escs = [(tracker.get(c.escalation_id), c.matched) for c in found]
+    said = "; ".join(f"{esc.id} ({', '.join(what[:3])}{', ...' if len(what) > 3 else ''}): {_next_step(esc)}"
+                     for esc, what in escs)
+    return DuplicateError(f"already covered by open escalation(s) {said}; or file a new case anyway with --force",
+                          where=provider, duplicates=[(esc.id, what) for esc, what in escs])
+
+
 def refuse_duplicates(tracker: Tracker, provider: str, hosts: list[str], instances: dict[str, str],
                       shared: list[tuple[None, str]]) -> None:
     """Raise DuplicateError, naming each open escalation that already covers one of these, and what."""
-    from fabricase.filing import explain_duplicates
-
-    found = explain_duplicates(tracker, provider=provider, hosts=hosts, instances=instances, components=shared)
-    if not found:
-        return
-    said = "; ".join(f"{esc.id} ({', '.join(what[:3])}{', ...' if len(what) > 3 else ''})" for esc, what in found)
-    first = found[0][0].id
-    raise DuplicateError(f"already covered by open escalation(s) {said}: add this evidence with "
-                         f"`fabricase attach {first} FILE`, or file a new case anyway with --force",
-                         where=provider, duplicates=[(esc.id, what) for esc, what in found])
+    found = tracker.covering(provider=provider, hosts=hosts, instances=instances.values(),
+                             components=[c for _, c in shared])
+    if found:
+        raise duplicate_error(tracker, provider, found)

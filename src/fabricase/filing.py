@@ -1,28 +1,102 @@
 """Filing and following a case: pure orchestration over a Tracker and a Provider.
 
-Filing is idempotent. The intent (a "filing" event holding `case_marker(esc_id)`) is recorded BEFORE the
-desk is called, and the case id after it answers. A filing interrupted in between (a crash, a timeout) left
-the intent without a "filed" event: the next attempt first searches the desk's recent cases for the marker
-(provider.find_case) and records the case it finds instead of filing it again.
+Filing is idempotent and always finishes. The intent (a "filing" event holding the filing key, the case marker,
+the ticket and the bundle) is recorded BEFORE the desk is called, and the case id after it answers. A filing
+interrupted in between (a crash, a timeout, a desk error) left the intent without a "filed" event: the next
+attempt (`fabricase retry FC-n`, or `open` on the same hosts) first searches the desk's recent cases for the
+marker (provider.find_case) and records the case it finds instead of filing it again.
+
+The key is the escalation id and the tracker's own id ("FC-1.ab12cd34", providers.base.filing_key): every
+tracker numbers from FC-1, and a desk case is adopted only when its marker is this tracker's.
+
+Only one attempt files an escalation at a time. Each attempt has an owner (host, pid, a token), recorded on the
+"created" and "filing" events; another attempt is refused while that owner is alive (`holder`). A crashed
+attempt's owner is dead (its pid is gone, or, in this process, its token was released), so a retry may go on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import os
+import secrets
+import socket
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from fabricase.errors import FabricaseError, ProviderError, TrackerError, UnsupportedError
-from fabricase.models import Escalation, EscalationState, TicketDraft
-from fabricase.providers.base import Feature, FilingResult, Provider, attachment_ref, case_marker
+from fabricase.models import Escalation, EscalationState, Severity, TicketDraft
+from fabricase.providers.base import Feature, FilingResult, Provider, attachment_ref, case_marker, filing_key
 from fabricase.redact import gate
 from fabricase.tracker import Tracker
 
 __all__ = [
-    "ActionResult", "SyncResult", "attach", "comment", "explain_duplicates", "file_escalation", "find_duplicates",
-    "reopen", "resolve", "sync",
+    "LEASE", "ActionResult", "SyncResult", "attach", "attempt", "comment", "explain_duplicates", "file_escalation",
+    "filing_key_of", "find_duplicates", "holder", "recorded_draft", "reopen", "resolve", "retry", "sync",
 ]  # fmt: skip
+
+
+# -- who is filing ------------------------------------------------------------------------------------------
+
+# An owner on another host is taken for alive this long after its last event (its pid cannot be checked).
+LEASE = timedelta(minutes=30)
+_ACTIVE: set[str] = set()  # the tokens of the attempts running in this process
+_HELD_BY = ("created", "filing", "resumed")  # events whose owner holds the escalation until it is filed or fails
+_RELEASED_BY = ("filed", "filing-failed")
+
+
+@contextmanager
+def attempt(owner: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """This process's claim to file (or create and then file) an escalation: an owner record (host, pid, a
+    token) that `holder` sees as alive for as long as the `with` runs. owner: one already made (nested use)."""
+    if owner is not None and owner.get("token") in _ACTIVE:
+        yield dict(owner)
+        return
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "token": secrets.token_hex(8)}
+    _ACTIVE.add(me["token"])
+    try:
+        yield me
+    finally:
+        _ACTIVE.discard(me["token"])
+
+
+def _alive(owner: Mapping[str, Any], at: str, now: datetime) -> bool:
+    if owner.get("host") != socket.gethostname():
+        try:
+            return now - datetime.fromisoformat(at) < LEASE
+        except (TypeError, ValueError):
+            return False
+    pid = owner.get("pid")
+    if pid == os.getpid():
+        return owner.get("token") in _ACTIVE
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def holder(esc: Escalation, *, exempt: str | None = None, now: datetime | None = None) -> str | None:
+    """Why another attempt may not file `esc` now (an attempt that is alive holds it), or None. exempt: the
+    token of the asking attempt itself (the one that created it goes on to file it)."""
+    if esc.provider_case_id is not None:
+        return None
+    last = next((e for e in reversed(esc.events) if e.kind in (*_HELD_BY, *_RELEASED_BY)), None)
+    if last is None or last.kind in _RELEASED_BY:
+        return None
+    owner = last.data.get("owner") if isinstance(last.data, Mapping) else None
+    if not isinstance(owner, Mapping) or owner.get("token") == exempt:
+        return None
+    if not _alive(owner, last.at, now or datetime.now(UTC)):
+        return None
+    return (f"{esc.id} is being filed right now by pid {owner.get('pid')} on {owner.get('host')} (since "
+            f"{last.at}); wait for it, or run `fabricase retry {esc.id}` once it has stopped")
 
 
 # -- no duplicates ------------------------------------------------------------------------------------------
@@ -80,48 +154,113 @@ def _ticket_path(location: str) -> Path | str:
     return folder / "ticket.md" if (folder / "ticket.md").is_file() else folder
 
 
-def _reconcile(provider: Provider, esc_id: str) -> tuple[FilingResult | None, dict[str, Any]]:
+def _reconcile(provider: Provider, key: str) -> tuple[FilingResult | None, dict[str, Any]]:
     """The case an interrupted filing already opened, searched by its marker; (None, why) if none was found
     or the desk cannot be searched (its file_case then finds the case again itself, as the interface asks)."""
     try:
-        found = provider.find_case(esc_id)
+        found = provider.find_case(key)
     except (UnsupportedError, NotImplementedError) as exc:
         return None, {"searched": False, "reason": str(exc) or f"{provider.name} cannot search its cases"}
     return found, {"searched": True, "found": found.case_id if found else None}
 
 
+def filing_key_of(tracker: Tracker, esc: Escalation) -> str:
+    """The key this escalation files under: the one its first intent recorded (an intent from before keys were
+    per tracker files under the bare id), else a new one from this tracker's id."""
+    for event in esc.events:
+        if event.kind == "filing" and isinstance(event.data, Mapping):
+            return str(event.data.get("key") or esc.id)
+    return filing_key(esc.id, tracker.tracker_id)
+
+
+def _draft_record(draft: TicketDraft) -> dict[str, Any]:
+    return {"provider": draft.provider, "title": draft.title, "body": draft.body, "severity": str(draft.severity),
+            "hosts": list(draft.hosts), "components": list(draft.components), "bundle_id": draft.bundle_id,
+            "summary": draft.summary}  # fmt: skip
+
+
+def recorded_draft(esc: Escalation) -> tuple[TicketDraft, Path | None] | None:
+    """The ticket and bundle the last intent was going to file (what `retry` files again), or None when no
+    intent recorded them or the bundle is gone."""
+    for event in reversed(esc.events):
+        data = event.data if isinstance(event.data, Mapping) else {}
+        if event.kind != "filing" or not isinstance(data.get("draft"), Mapping):
+            continue
+        d = data["draft"]
+        bundle = Path(data["bundle_path"]) if data.get("bundle_path") else None
+        if bundle is not None and not bundle.is_file():
+            return None
+        try:
+            draft = TicketDraft(provider=str(d["provider"]), title=str(d["title"]), body=str(d["body"]),
+                                severity=Severity(d["severity"]), hosts=list(d.get("hosts") or []),
+                                components=list(d.get("components") or []), bundle_id=d.get("bundle_id"),
+                                summary=d.get("summary"))  # fmt: skip
+        except (KeyError, TypeError, ValueError):
+            return None
+        return draft, bundle
+    return None
+
+
 def file_escalation(
-    tracker: Tracker, provider: Provider, esc_id: str, draft: TicketDraft, bundle_path: Path | None
+    tracker: Tracker, provider: Provider, esc_id: str, draft: TicketDraft, bundle_path: Path | None, *,
+    owner: Mapping[str, Any] | None = None,
 ) -> Escalation:
     """File the escalation's case once, whatever happened to earlier attempts; the escalation as recorded.
 
-    Already filed: nothing is sent. Intent recorded but no case recorded (an interrupted attempt): the desk is
-    searched for the marker first. A failure of the desk is recorded as a "filing-failed" event and raised.
+    Already filed: nothing is sent. Another live attempt holds it: BusyError. Intent recorded but no case
+    recorded (an interrupted attempt): the desk is searched for the marker first. A failure of the desk is
+    recorded as a "filing-failed" event and raised. owner: the attempt that created the escalation (open).
     """
     esc = tracker.get(esc_id)
     if esc.provider_case_id is not None:
         return esc
-    marker = case_marker(esc.id)
-    attempts = sum(1 for e in esc.events if e.kind == "filing")
-    result = None
-    if attempts:
-        result, data = _reconcile(provider, esc.id)
-        detail = f"found {result.case_id} at the desk" if result else "no case at the desk: filing again"
-        tracker.add_event(esc.id, "reconcile", detail, {"marker": marker, **data})
-    if result is None:
-        tracker.add_event(esc.id, "filing", f"filing with {provider.name} (attempt {attempts + 1})",
-                          {"marker": marker, "provider": provider.name, "attempt": attempts + 1})
-        try:
-            result = provider.file_case(escalation_id=esc.id, draft=draft, bundle_path=bundle_path)
-        except Exception as exc:
-            why = str(exc) if isinstance(exc, FabricaseError) else f"{type(exc).__name__}: {exc}"
-            tracker.add_event(esc.id, "filing-failed", why, {"marker": marker, "provider": provider.name})
-            raise
-    return tracker.mark_filed(
-        esc.id, provider_case_id=result.case_id, raw_status=result.raw_status, state=result.state,
-        ticket_path=_ticket_path(result.location), bundle_id=draft.bundle_id,
-        bundle_path=bundle_path if bundle_path is not None else esc.bundle_path,
-    )  # fmt: skip
+    key = filing_key_of(tracker, esc)
+    marker = case_marker(key)
+    with attempt(owner) as me:
+        attempts = sum(1 for e in esc.events if e.kind == "filing")
+        data = {"marker": marker, "key": key, "provider": provider.name, "attempt": attempts + 1, "owner": me,
+                "draft": _draft_record(draft), "bundle_path": str(bundle_path) if bundle_path is not None else None}
+        esc = tracker.claim(esc.id, "filing", f"filing with {provider.name} (attempt {attempts + 1})", data,
+                            lambda e: holder(e, exempt=me["token"]))
+        if esc.provider_case_id is not None:  # filed by another attempt meanwhile
+            return esc
+        result = None
+        if attempts:
+            result, found = _reconcile(provider, key)
+            detail = f"found {result.case_id} at the desk" if result else "no case at the desk: filing again"
+            tracker.add_event(esc.id, "reconcile", detail, {"marker": marker, **found})
+        if result is None:
+            try:
+                result = provider.file_case(escalation_id=key, draft=draft, bundle_path=bundle_path)
+            except Exception as exc:
+                why = str(exc) if isinstance(exc, FabricaseError) else f"{type(exc).__name__}: {exc}"
+                tracker.add_event(esc.id, "filing-failed", why, {"marker": marker, "provider": provider.name})
+                raise
+        return tracker.mark_filed(
+            esc.id, provider_case_id=result.case_id, raw_status=result.raw_status, state=result.state,
+            ticket_path=_ticket_path(result.location), bundle_id=draft.bundle_id,
+            bundle_path=bundle_path if bundle_path is not None else esc.bundle_path,
+        )  # fmt: skip
+
+
+def retry(tracker: Tracker, provider: Provider, esc_id: str, *,
+          rebuild: Callable[[Escalation], tuple[TicketDraft, Path | None]]) -> Escalation:
+    """Finish an escalation whose filing did not (`fabricase retry FC-n`): reconcile by its marker, then file
+    the ticket and bundle its last intent recorded, or, when there is none, the ones `rebuild` makes again from
+    the capture. Filed already: returned as it is, nothing sent."""
+    from fabricase.tracker.store import BusyError
+
+    esc = tracker.get(esc_id)
+    if esc.provider_case_id is not None:
+        return esc
+    if not esc.state.is_open:
+        raise TrackerError(f"{esc.id} is {esc.state} without a case: reopen it first", where=esc.id)
+    busy = holder(esc)
+    if busy is not None:
+        raise BusyError(busy, where=esc.id)
+    found = recorded_draft(esc)
+    draft, bundle = found if found is not None else rebuild(esc)
+    return file_escalation(tracker, provider, esc.id, draft, bundle)
 
 
 # -- following the case -------------------------------------------------------------------------------------
@@ -146,7 +285,7 @@ def _why_not(provider: Provider | None, esc: Escalation, feature: Feature, *, lo
     """Why the desk will not be told (--local, or no provider given; the case was never filed; the provider
     lacks the feature), or None when it will."""
     if esc.provider_case_id is None:
-        return f"{esc.id} was never filed with {esc.provider}"
+        return f"{esc.id} was never filed with {esc.provider}: finish it with `fabricase retry {esc.id}`"
     if local or provider is None:
         return "recorded in the tracker only (--local)"
     if not provider.supports(feature):

@@ -13,23 +13,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fabricase.escalate import (
     build_bundle_for,
     bundle_scope,
     coverage,
     desk_of,
+    duplicate_error,
     fit_draft,
     host_summaries,
     make_draft,
     make_redactor,
     redact_draft,
-    refuse_duplicates,
     severity_of,
     template_of,
 )
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from fabricase.diagnosis import Diagnosis
     from fabricase.providers.base import PlannedRequest, Provider
     from fabricase.redact import Redactor
+    from fabricase.tracker.store import Coverage, Tracker
 
 __all__ = [
     "EscalationPlan", "Located", "OpenResult", "Recorded", "Rendered", "attach_capture", "locate", "open_escalation",
@@ -75,10 +76,12 @@ class EscalationPlan:
 
 @dataclass(frozen=True)
 class Recorded:
-    """The escalation the bundle and ticket belong to (None: a dry run) and the redactor keyed for it."""
+    """The escalation the bundle and ticket belong to (None: a dry run) and the redactor keyed for it. resumed:
+    `open` found an unfiled escalation of its own hosts (a filing that did not finish) and goes on with it."""
 
     escalation: Escalation | None
     redactor: Redactor
+    resumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ class OpenResult:
     requests: list[PlannedRequest] = field(default_factory=list)  # --dry-run: what filing would send
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     diagnosis: Diagnosis | None = None  # the suspects and background (always set by open_escalation)
+    resumed: bool = False  # an unfiled escalation of the same hosts was finished instead of a new one made
 
 
 class _Clock:
@@ -170,11 +174,25 @@ def plan(capture: Capture, analysis: Analysis, located: Located, *, provider_nam
     )
 
 
+def _resumable(tracker: Tracker, found: list[Coverage], provider: str) -> Escalation | None:
+    """The one escalation `open` may go on with instead of refusing: the covering escalations are all unfiled,
+    of this provider, and none is being filed by a live attempt; the oldest is taken."""
+    from fabricase.filing import holder
+
+    escs = [tracker.get(c.escalation_id) for c in found]
+    if not escs or any(e.provider_case_id is not None or e.provider != provider or holder(e) for e in escs):
+        return None
+    return escs[0]
+
+
 def record(capture: Capture, p: EscalationPlan, paths: Paths, *, dry_run: bool, pseudonymize: bool, force: bool,
-           existing: Escalation | None = None) -> Recorded:
+           existing: Escalation | None = None, owner: Mapping[str, Any] | None = None) -> Recorded:
     """The escalation (new, none for a dry run, or the existing one for attach) and its redactor. Duplicates are
-    refused here, before any bundle is written; the pseudonym key is the escalation's, so it exists first."""
-    from fabricase.tracker.store import Tracker
+    refused here, before any bundle is written, in the same transaction as the insert; hosts covered only by an
+    unfiled escalation (a filing that did not finish) resume it. The pseudonym key is the escalation's, so it
+    exists first. owner: the attempt (filing.attempt) that will file it, recorded with it."""
+    from fabricase.filing import holder
+    from fabricase.tracker.store import CoveredError, Tracker
 
     if dry_run or existing is not None:
         key = None
@@ -182,13 +200,23 @@ def record(capture: Capture, p: EscalationPlan, paths: Paths, *, dry_run: bool, 
             with Tracker.open(paths) as keys:
                 key = keys.pseudonym_key(existing.id if existing else bundle_scope(capture))
         return Recorded(existing, make_redactor(capture, pseudonymize=pseudonymize, key=key))
+    data = {"owner": dict(owner or {}), "capture": str(capture.root), "pseudonymize": pseudonymize}
+    resumed = False
     with Tracker.open(paths) as tracker:
-        if not force:
-            refuse_duplicates(tracker, p.provider, p.hosts, p.instances, p.shared)
-        esc = tracker.create(provider=p.provider, title=p.symptom[:120], symptom=p.symptom, severity=p.severity,
-                             hosts=p.hosts, components=p.components, instances=p.instances)
+        try:
+            esc = tracker.create(provider=p.provider, title=p.symptom[:120], symptom=p.symptom, severity=p.severity,
+                                 hosts=p.hosts, components=p.components, instances=p.instances,
+                                 exclusive=not force, data=data)
+        except CoveredError as exc:
+            draft = _resumable(tracker, exc.found, p.provider)
+            if draft is None:
+                raise duplicate_error(tracker, p.provider, exc.found) from None
+            token = data["owner"].get("token")
+            esc = tracker.claim(draft.id, "resumed", "an earlier filing did not finish: open goes on with it", data,
+                                lambda e: holder(e, exempt=token))
+            resumed = True
         key = tracker.pseudonym_key(esc.id) if pseudonymize else None
-    return Recorded(esc, make_redactor(capture, pseudonymize=pseudonymize, key=key))
+    return Recorded(esc, make_redactor(capture, pseudonymize=pseudonymize, key=key), resumed)
 
 
 def _draft(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
@@ -218,6 +246,23 @@ def render(capture: Capture, analysis: Analysis, located: Located, p: Escalation
     return Rendered(draft, gate.outbound(fit_draft(draft, p.desk)))  # the gate runs on the final text
 
 
+def _bundle_stem(capture: Capture, rec: Recorded) -> str:
+    """An escalation's bundles are numbered in the order they were made (FC-3-1, FC-3-2, ...); a dry run's
+    are named after the capture."""
+    if rec.escalation is None:
+        return f"dry-run-{capture.root.name}"
+    return f"{rec.escalation.id}-{1 + sum(1 for e in rec.escalation.events if e.kind == 'bundle')}"
+
+
+def _named(b: Bundle) -> Bundle:
+    """The bundle moved to its final name, which carries its id: `FC-3-2-<12 hex>.tar.gz`. A new capture in a
+    folder of the same name, or a second attach, never overwrites a bundle already filed."""
+    stem = b.path.name.removeprefix(".").removesuffix(".partial")
+    final = b.path.with_name(f"{stem}-{b.bundle_id[:12]}.tar.gz")
+    b.path.replace(final)
+    return dataclasses.replace(b, path=final)
+
+
 @dataclass
 class _Run:
     """What `run` made, stage by stage."""
@@ -233,7 +278,7 @@ class _Run:
 
 def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, severity: Severity | None,
         dry_run: bool = False, pseudonymize: bool = False, force: bool = False,
-        existing: Escalation | None = None) -> _Run:
+        existing: Escalation | None = None, owner: Mapping[str, Any] | None = None) -> _Run:
     """Every stage up to the rendered ticket, in order (filing is the caller's: only `open` files)."""
     from fabricase.providers import get_provider
 
@@ -249,15 +294,16 @@ def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, sev
         p = plan(capture, analysis, located, provider_name=provider_name, symptom=symptom, severity=severity,
                  paths=paths)
     with clock("record"):
-        rec = record(capture, p, paths, dry_run=dry_run, pseudonymize=pseudonymize, force=force, existing=existing)
-    name = f"{rec.escalation.id}-{capture.root.name}" if rec.escalation else f"dry-run-{capture.root.name}"
+        rec = record(capture, p, paths, dry_run=dry_run, pseudonymize=pseudonymize, force=force, existing=existing,
+                     owner=owner)
     with clock("bundle"):
-        b = bundle(capture, analysis, located, p, rec, paths.bundles / f"{name}.tar.gz")
-    if rec.escalation is not None and existing is None:
+        b = _named(bundle(capture, analysis, located, p, rec, paths.bundles / f".{_bundle_stem(capture, rec)}.partial"))
+    if rec.escalation is not None:
         from fabricase.tracker.store import Tracker
 
         with clock("record"), Tracker.open(paths) as tracker:
-            tracker.add_event(rec.escalation.id, "bundle", f"bundle {b.bundle_id[:16]} built", {"path": str(b.path)})
+            tracker.add_event(rec.escalation.id, "bundle", f"bundle {b.bundle_id[:16]} built",
+                              {"path": str(b.path), "bundle_id": b.bundle_id, "capture": str(capture.root)})
     with clock("render"):
         rendered = render(capture, analysis, located, p, rec, b)
     return _Run(located, analysis, p, rec, b, rendered, clock.spent)
@@ -268,13 +314,22 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
                     force: bool = False) -> OpenResult:
     """Locate, diagnose, plan, record, bundle, render, file and track one escalation for an existing capture. The
     result's `timings` say where the time went per stage (the desk, uploads included, under "file")."""
+    from fabricase.filing import attempt
+
+    with attempt() as owner:  # held from the record to the filing: no other `open` or `retry` files it meanwhile
+        return _open(capture, paths, provider_name=provider_name, symptom=symptom, severity=severity,
+                     dry_run=dry_run, pseudonymize=pseudonymize, force=force, owner=owner)
+
+
+def _open(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, severity: Severity | None,
+          dry_run: bool, pseudonymize: bool, force: bool, owner: Mapping[str, Any]) -> OpenResult:
     from fabricase.filing import file_escalation
     from fabricase.providers import get_provider
     from fabricase.tracker.store import Tracker
 
     r = run(capture, paths, provider_name=provider_name, symptom=symptom, severity=severity, dry_run=dry_run,
-            pseudonymize=pseudonymize, force=force)
-    common = dict(placements=r.located.placements, diagnosis=r.analysis.diagnosis)
+            pseudonymize=pseudonymize, force=force, owner=owner)
+    common = dict(placements=r.located.placements, diagnosis=r.analysis.diagnosis, resumed=r.recorded.resumed)
     provider = get_provider(provider_name, paths)
     if r.recorded.escalation is None:
         ticket = r.bundle.path.with_suffix("").with_suffix(".ticket.md")
@@ -285,7 +340,8 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
     clock = _Clock()
     with clock("file"), Tracker.open(paths) as tracker:
         # Idempotent: the intent is recorded before the desk is called, and a retry reconciles by the case marker.
-        esc = file_escalation(tracker, provider, r.recorded.escalation.id, r.rendered.fitted, r.bundle.path)
+        esc = file_escalation(tracker, provider, r.recorded.escalation.id, r.rendered.fitted, r.bundle.path,
+                              owner=owner)
     where = esc.ticket_path
     ticket = (where if "://" in where else Path(where)) if where else r.bundle.path  # a URL is kept whole
     return OpenResult(capture, r.analysis.findings, r.bundle, r.rendered.draft, esc, ticket, filed_at=esc.ticket_path,
@@ -299,3 +355,29 @@ def attach_capture(capture: Capture, paths: Paths, esc: Escalation, *,
     r = run(capture, paths, provider_name=esc.provider, symptom=esc.symptom, severity=None,
             pseudonymize=pseudonymize, existing=esc)
     return r.bundle, r.analysis
+
+
+def recorded_capture(esc: Escalation) -> Path | None:
+    """The capture an escalation was last made from (its "bundle", "resumed" or "created" event), if it is still
+    there."""
+    for event in reversed(esc.events):
+        where = event.data.get("capture") if isinstance(event.data, dict) else None
+        if event.kind in ("bundle", "resumed", "created") and where and Path(where).is_dir():
+            return Path(where)
+    return None
+
+
+def rebuild(esc: Escalation, paths: Paths) -> tuple[TicketDraft, Path]:
+    """The ticket and bundle of an escalation made again from its capture (`retry` when no intent recorded
+    them: the run stopped before filing began). Bundles are deterministic: the same capture gives the same id."""
+    from fabricase.errors import TrackerError
+    from fabricase.pipeline import load_input
+
+    where = recorded_capture(esc)
+    if where is None:
+        raise TrackerError("its capture is gone and no filing recorded a ticket: open it again from a new "
+                           "capture (`fabricase open ... --force`)", where=esc.id)
+    pseudonymize = any(e.data.get("pseudonymize") for e in esc.events if isinstance(e.data, dict))
+    r = run(load_input(where), paths, provider_name=esc.provider, symptom=esc.symptom, severity=esc.severity,
+            pseudonymize=pseudonymize, existing=esc)
+    return r.rendered.fitted, r.bundle.path

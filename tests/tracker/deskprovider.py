@@ -53,7 +53,11 @@ class Desk:
         return sorted(found, key=lambda c: c["case_id"])
 
     def cases_for(self, escalation_id: str) -> list[dict[str, Any]]:
-        return [c for c in self.cases() if case_marker(escalation_id) in c["subject"]]
+        """The cases of a filing key ("FC-1.ab12cd34": its marker exactly), or of any tracker's FC-1 (a bare id)."""
+        if "." in escalation_id:
+            return [c for c in self.cases() if case_marker(escalation_id) in c["subject"]]
+        return [c for c in self.cases()
+                if case_marker(escalation_id) in c["subject"] or f"[fabricase {escalation_id}." in c["subject"]]
 
     def status(self, case_id: str) -> str:
         return (self.root / case_id / "status").read_text()

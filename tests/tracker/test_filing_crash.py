@@ -19,9 +19,9 @@ from tracker.deskprovider import Desk, DeskProvider, draft_for, paths_at
 # crash, then what the second run adds.
 HISTORY = {
     "before-intent": ["created", "filing", "filed"],
-    "after-intent": ["created", "filing", "reconcile", "filing", "filed"],
-    "desk-created": ["created", "filing", "reconcile", "filed"],
-    "after-provider": ["created", "filing", "reconcile", "filed"],
+    "after-intent": ["created", "filing", "filing", "reconcile", "filed"],
+    "desk-created": ["created", "filing", "filing", "reconcile", "filed"],
+    "after-provider": ["created", "filing", "filing", "reconcile", "filed"],
     "after-mark-filed": ["created", "filing", "filed"],
 }
 CASE_BEFORE_RERUN = {"before-intent": 0, "after-intent": 0, "desk-created": 1, "after-provider": 1,
@@ -85,7 +85,9 @@ def test_a_filing_crashed_at_any_step_files_once_when_run_again(any_db_url, home
     assert esc.state == "filed" and esc.raw_status == "opened" and esc.bundle_path == str(bundle)
     assert desk.attachments(cases[0]["case_id"]) == [bundle.name]
     filing_events = [e for e in again.events if e.kind == "filing"]
-    assert all(e.data["marker"] == f"[fabricase {esc_id}]" for e in filing_events)
+    with Tracker(any_db_url) as tracker:
+        key = f"{esc_id}.{tracker.tracker_id}"
+    assert all(e.data["marker"] == f"[fabricase {key}]" and e.data["key"] == key for e in filing_events)
 
 
 @pytest.mark.parametrize("step", ["before-intent", "after-intent", "after-provider", "after-mark-filed"])
@@ -94,8 +96,9 @@ def test_the_outbox_desk_after_a_crash_holds_one_case(any_db_url, home, bundle, 
     _crash_in_child(any_db_url, home, "static", esc_id, step, bundle)
     with Tracker(any_db_url) as tracker:
         esc = filing.file_escalation(tracker, StaticProvider(paths_at(home)), esc_id, draft_for("static"), bundle)
-    assert sorted(p.name for p in (home / "outbox").iterdir()) == [esc_id]
-    assert esc.provider_case_id == f"outbox-{esc_id}"
+        key = f"{esc_id}.{tracker.tracker_id}"
+    assert sorted(p.name for p in (home / "outbox").iterdir()) == [key]
+    assert esc.provider_case_id == f"outbox-{key}"
     assert [e.kind for e in esc.events].count("filed") == 1
     assert _recorded_cases(any_db_url) == {esc.provider_case_id}
 
@@ -113,9 +116,9 @@ def test_a_timeout_after_the_desk_took_the_case_is_reconciled(any_db_url, home, 
         assert tracker.get(esc_id).provider_case_id is None
         DeskProvider.hook = None
         esc = filing.file_escalation(tracker, DeskProvider(paths_at(home)), esc_id, draft_for(), bundle)
-    assert [e.kind for e in esc.events] == ["created", "filing", "filing-failed", "reconcile", "filed"]
+    assert [e.kind for e in esc.events] == ["created", "filing", "filing-failed", "filing", "reconcile", "filed"]
     assert esc.events[2].detail == "desk: desk: CreateCase timed out after 30 s"
-    assert esc.events[3].data["found"] == esc.provider_case_id
+    assert esc.events[4].data["found"] == esc.provider_case_id
     assert len(Desk(home / "desk").cases()) == 1
 
 
@@ -133,6 +136,6 @@ def test_a_desk_that_refused_is_filed_on_the_next_attempt(any_db_url, home, bund
                 filing.file_escalation(tracker, provider, esc_id, draft_for(), bundle)
         assert Desk(home / "desk").cases() == []
         esc = filing.file_escalation(tracker, provider, esc_id, draft_for(), bundle)
-    assert [e.kind for e in esc.events] == ["created", "filing", "filing-failed", "reconcile", "filing", "filed"]
-    assert esc.events[3].data == {"marker": f"[fabricase {esc_id}]", "searched": True, "found": None}
+    assert [e.kind for e in esc.events] == ["created", "filing", "filing-failed", "filing", "reconcile", "filed"]
+    assert esc.events[4].data == {"marker": esc.events[1].data["marker"], "searched": True, "found": None}
     assert len(Desk(home / "desk").cases()) == 1

@@ -60,4 +60,4 @@ def test_opening_a_new_database_at_once_migrates_it_once(db_url, db_path):
     with ThreadPoolExecutor(WRITERS) as pool:
         list(pool.map(opener, range(WRITERS)))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,), (2,), (3,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,), (2,), (3,), (4,)]

@@ -25,7 +25,7 @@ def _create(tracker: Tracker, title: str = "lossy link"):
     return tracker.create(provider="static", title=title, symptom="s", severity="minor", hosts=[], components=[])
 
 
-ALL = [(1, "v1_initial"), (2, "v2_pseudonym_keys"), (3, "v3_sync_columns")]
+ALL = [(1, "v1_initial"), (2, "v2_pseudonym_keys"), (3, "v3_sync_columns"), (4, "v4_tracker_identity")]
 
 
 def test_migrations_run_once_and_are_recorded(db_url, db_path):
@@ -95,7 +95,7 @@ def test_a_pending_migration_runs_on_an_existing_database(db_url, db_path, monke
     monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, _v4_add_note])
     with Tracker(db_url) as t:
         assert [e.id for e in t.list()] == ["FC-1"]
-    assert _versions(db_path) == [*ALL, (4, "v4_add_note")]
+    assert _versions(db_path) == [*ALL, (5, "v4_add_note")]
 
 
 def test_a_failed_migration_leaves_nothing_behind(db_url, db_path, monkeypatch):

@@ -157,4 +157,4 @@ def test_a_version_2_database_gains_the_sync_columns_and_keeps_its_filings(db_ur
         assert one.instances == {"gpu001": "i-0abc"} and one.last_reply_at is None
         assert [e.id for e in tracker.list(host="i-0abc")] == ["FC-1"]
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (3,)
+        assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (4,)

@@ -35,6 +35,14 @@ class CrashingTracker(Tracker):
             self._crash("after-intent")
         return event
 
+    def claim(self, esc_id, kind, detail, data, busy):
+        if kind == "filing":
+            self._crash("before-intent")
+        esc = super().claim(esc_id, kind, detail, data, busy)
+        if kind == "filing":
+            self._crash("after-intent")
+        return esc
+
     def mark_filed(self, esc_id, **fields):
         self._crash("after-provider")
         esc = super().mark_filed(esc_id, **fields)

@@ -1,4 +1,5 @@
-"""Commands over the escalation tracker: list (the morning view), show, sync, comment, attach, resolve, reopen."""
+"""Commands over the escalation tracker: list (the morning view), show, sync, comment, attach, retry, resolve,
+reopen."""
 
 from __future__ import annotations
 
@@ -268,6 +269,27 @@ def attach(escalation_id, files, source, pseudonymize, note, as_json):
         result = filing.attach(tracker, _provider(esc.provider), esc.id, files, note)
     _report(result, as_json, f"{result.escalation.id}: {len(files)} file(s) attached to "
                              f"{result.escalation.provider_case_id}.")
+
+
+@cli.command()
+@click.argument("escalation_id", metavar="ESCALATION")
+@click.option("--json", "as_json", is_flag=True, help="Print the escalation as JSON.")
+def retry(escalation_id, as_json):
+    """Finish a filing that did not complete (a desk error, a timeout, a crash): search the desk for the case
+    the earlier attempt may have opened (by its marker), record it if found, else file the recorded ticket and
+    bundle (made again from the capture when none was recorded). Never files twice."""
+    from fabricase import filing
+    from fabricase.flow import rebuild
+
+    with _tracker() as tracker:
+        esc = tracker.get(escalation_id)
+        already = esc.provider_case_id is not None
+        result = filing.retry(tracker, _provider(esc.provider), esc.id, rebuild=lambda e: rebuild(e, paths()))
+    if as_json:
+        emit_json({**{k: v for k, v in result.to_dict().items() if k != "events"}, "already_filed": already})
+        return
+    said = "was filed already as" if already else "filed as"
+    out_console.print(f"{result.id} {said} {result.provider_case_id} with {result.provider}.", soft_wrap=True)
 
 
 @cli.command()

@@ -11,22 +11,42 @@ import enum
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricase.config import Paths
 from fabricase.errors import UnsupportedError
 from fabricase.models import EscalationState, Placement, TicketDraft
 from fabricase.redact.gate import gated_methods
 
+if TYPE_CHECKING:
+    from fabricase.faulty import HostReport
+
+if TYPE_CHECKING:
+    from fabricase.bundler.limits import DeskLimits
+    from fabricase.templates.severity import Scale
+
 __all__ = [
     "CaseComment", "CaseStatus", "CheckResult", "FaultyHostReport", "Feature", "FilingResult", "PlannedRequest",
-    "Provider", "attachment_ref", "case_marker",
+    "Provider", "attachment_ref", "case_marker", "escalation_of", "filing_key",
 ]  # fmt: skip
+
+
+def filing_key(escalation_id: str, tracker_id: str) -> str:
+    """What a provider is given as `escalation_id` when it files: the escalation's id and its tracker's id,
+    "FC-1.ab12cd34". Every tracker numbers from FC-1; with the tracker's id, two engineers' FC-1 are two
+    different keys, so neither adopts (or uploads into) the other's case."""
+    return f"{escalation_id}.{tracker_id}"
+
+
+def escalation_of(key: str) -> str:
+    """The escalation id in a filing key ("FC-1.ab12cd34" -> "FC-1"); a bare id is returned as it is."""
+    return key.partition(".")[0]
 
 
 def case_marker(escalation_id: str) -> str:
     """The unique marker a filing puts in the case's subject (and body): after a crash or a timeout, the desk's
-    recent cases are searched for it before filing again, so nothing is filed twice."""
+    recent cases are searched for it before filing again, so nothing is filed twice. escalation_id: the filing
+    key (filing_key), so the marker is unique per tracker too: "[fabricase FC-1.ab12cd34]"."""
     return f"[fabricase {escalation_id}]"
 
 
@@ -93,8 +113,8 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class FaultyHostReport:
-    """What the provider's faulty-host channel said (AWS report_instance_status, GCP report_host_as_faulty,
-    Azure Guest Health Reporting)."""
+    """What the provider's faulty-host channel said (AWS report_instance_status, GCP report_host_as_faulty or a
+    sub-block's report_faulty, Azure Guest Health Reporting) to one fabricase.faulty.HostReport."""
 
     channel: str
     reference: str | None  # an operation or impact id, when the API returns one
@@ -112,10 +132,23 @@ class FilingResult:
 
 
 class Provider(abc.ABC):
-    """Base of every provider. Subclasses set `name` and `unsupported` and stay stateless beyond `paths`."""
+    """Base of every provider. Subclasses set `name` and `unsupported` and stay stateless beyond `paths`.
+
+    What the rest of fabricase reads about a provider is declared here too, so that a cloud is one file (the
+    registry in providers/__init__.py derives the tables): `limits`, its desk's limits (None: the provider
+    files to a configured desk, which declares its own); `scale`, its desk's severity scale (None:
+    fabricase's own); `sdk_modules`, what it imports lazily (`providers list` says "sdk missing" without
+    them); `extra`, the pyproject extra that installs them; `template`, its ticket template (None:
+    `ticket_<name>.md.j2` when there is one, else the generic ticket).
+    """
 
     name: ClassVar[str] = ""
     unsupported: ClassVar[dict[Feature, str]] = {}
+    limits: ClassVar[DeskLimits | None] = None
+    scale: ClassVar[Scale | None] = None
+    sdk_modules: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str | None] = None
+    template: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -185,8 +218,13 @@ class Provider(abc.ABC):
         self.require(Feature.REOPEN)
         raise NotImplementedError(f"{self.name}: reopen_case")
 
-    def report_faulty_host(self, placement: Placement, findings: list[Any]) -> FaultyHostReport:
-        """Tell the provider, through its faulty-host channel, that this host is bad, with the findings as reason."""
+    def report_faulty_host(self, placement: Placement, report: HostReport, *,
+                           disruption: str = "future") -> FaultyHostReport:
+        """Tell the provider, through its faulty-host channel, that this host is bad: `report` (fabricase.faulty
+        .plan_reports) carries the host's own provider-owned major or critical suspects, the category, the
+        description (naming the support case) and the start of its first error. `disruption` ("future" or
+        "immediate") is GCE's schedule; a cloud without one ignores it. Only `fabricase report-faulty` (and
+        `open --report-faulty`) call this, through fabricase.faulty.send_reports, which records and dedupes."""
         self.require(Feature.FAULTY_HOST_REPORT)
         raise NotImplementedError(f"{self.name}: report_faulty_host")
 

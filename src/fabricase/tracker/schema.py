@@ -6,6 +6,7 @@ A migration is a function of one Connection, run inside the opening transaction 
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -24,6 +25,7 @@ __all__ = [
     "migrate",
     "pseudonym_keys",
     "schema_version",
+    "tracker_meta",
 ]
 
 metadata = sa.MetaData()
@@ -161,8 +163,35 @@ def _v3_sync_columns(conn: sa.Connection) -> None:
         index.create(conn)
 
 
+def _define_v4(md: sa.MetaData) -> list[sa.Table]:
+    """Version 4 adds the tracker's own identity: a random id made once, when the database is created (or
+    upgraded). Every tracker numbers its escalations from FC-1, so the case marker a filing leaves at the desk
+    carries this id too: two engineers' FC-1 are two different cases (providers.base.case_marker)."""
+    meta = sa.Table(
+        "tracker_meta",
+        md,
+        sa.Column("name", sa.Text, primary_key=True),  # "tracker_id"
+        sa.Column("value", sa.Text, nullable=False),
+        sa.Column("created_at", sa.Text, nullable=False),
+    )
+    return [meta]
+
+
+(tracker_meta,) = _define_v4(metadata)
+
+
+def _v4_tracker_identity(conn: sa.Connection) -> None:
+    md = sa.MetaData()
+    (table,) = _define_v4(md)
+    table.create(conn)
+    at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conn.execute(table.insert().values(name="tracker_id", value=secrets.token_hex(4), created_at=at))
+
+
 # Ordered: MIGRATIONS[i] brings the schema from version i to version i + 1. Append only.
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_v1_initial, _v2_pseudonym_keys, _v3_sync_columns]
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [
+    _v1_initial, _v2_pseudonym_keys, _v3_sync_columns, _v4_tracker_identity,
+]
 
 
 def current_version(conn: sa.Connection) -> int:

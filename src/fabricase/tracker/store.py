@@ -35,7 +35,7 @@ from fabricase.tracker.records import (
     track,
 )  # fmt: skip
 
-__all__ = ["STATE_FILTERS", "Coverage", "DeskComment", "SyncChange", "Tracker"]
+__all__ = ["STATE_FILTERS", "BusyError", "Coverage", "CoveredError", "DeskComment", "SyncChange", "Tracker"]
 
 STATE_FILTERS = ("open", "waiting", "all", *(s.value for s in EscalationState))
 # Two writers can pick the same next number on PostgreSQL (SQLite serializes writers): the loser retries
@@ -82,6 +82,24 @@ class Coverage:
     matched: tuple[str, ...]  # "host gpu001", "instance i-0abc", "switch:leaf-3"
 
 
+class CoveredError(TrackerError):
+    """create(exclusive=True) found open escalations covering some of the new one's hosts, instances or shared
+    components (checked in the same transaction as the insert: two processes cannot both pass the check)."""
+
+    def __init__(self, found: list[Coverage]) -> None:
+        super().__init__("already covered by open escalation(s) " + ", ".join(c.escalation_id for c in found))
+        self.found = found
+
+
+class BusyError(TrackerError):
+    """claim() refused: another attempt holds the escalation (its reason says whose, since when)."""
+
+
+# Creates take this PostgreSQL advisory lock for their transaction, so that the duplicate check and the insert of
+# two writers are serialized (SQLite serializes writers with BEGIN IMMEDIATE already).
+_CREATE_LOCK = 0x66637265  # "fcre"
+
+
 class Tracker:
     """Escalations and their history. `Tracker("sqlite:////path/tracker.db")` or a PostgreSQL URL;
     pending schema migrations run when it opens."""
@@ -113,6 +131,19 @@ class Tracker:
 
     def close(self) -> None:
         self._engine.dispose()
+
+    @property
+    def tracker_id(self) -> str:
+        """This tracker's random id, made when its database was created: it tells its FC-1 from another
+        tracker's FC-1 at a desk that both file to."""
+        if getattr(self, "_tracker_id", None) is None:
+            meta = schema.tracker_meta
+            with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
+                found = conn.execute(sa.select(meta.c.value).where(meta.c.name == "tracker_id")).scalar()
+            if not found:
+                raise TrackerError("the database has no tracker id", where=self.where)
+            self._tracker_id = str(found)
+        return self._tracker_id
 
     def __enter__(self) -> Tracker:
         return self
@@ -170,8 +201,18 @@ class Tracker:
             escalation_id=esc_id, at=at, kind=kind, detail=gate.text(detail), data=payload, external_id=external_id
         ))  # fmt: skip
 
+    @staticmethod
+    def _refuse_covered(conn: sa.Connection, provider: str, hosts: Iterable[str], instances: Iterable[str],
+                        components: Iterable[str]) -> None:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK})
+        found = Tracker._covering(conn, provider=provider, hosts=hosts, instances=instances, components=components)
+        if found:
+            raise CoveredError(found)
+
     def _insert_new(
-        self, conn: sa.Connection, at: str, fields: dict[str, Any], hosts: list, comps: list, instances: Mapping
+        self, conn: sa.Connection, at: str, fields: dict[str, Any], hosts: list, comps: list, instances: Mapping,
+        extra: dict[str, Any],
     ) -> str:
         seq = (conn.execute(sa.select(sa.func.max(schema.escalations.c.seq))).scalar() or 0) + 1
         esc_id = format_escalation_id(seq)
@@ -185,7 +226,7 @@ class Tracker:
         if comps:
             rows = [{"escalation_id": esc_id, "host": h, "component": c} for h, c in comps]
             conn.execute(schema.components.insert(), rows)
-        data = {"provider": fields["provider"], "severity": fields["severity"]}
+        data = {**extra, "provider": fields["provider"], "severity": fields["severity"]}
         self._event(conn, esc_id, at, "created", fields["symptom"], data)
         return esc_id
 
@@ -201,9 +242,14 @@ class Tracker:
         hosts: list[str],
         components: list[tuple[str | None, str]],
         instances: Mapping[str, str] | None = None,
+        exclusive: bool = False,
+        data: Mapping[str, Any] | None = None,
     ) -> Escalation:
         """A new escalation in state draft, with the id FC-<highest number + 1>. instances: host -> the
-        provider's instance id, for the hosts that have one (a host named only here is added to `hosts`)."""
+        provider's instance id, for the hosts that have one (a host named only here is added to `hosts`).
+        exclusive: raise CoveredError when an open escalation of this provider already covers one of the hosts,
+        instances or shared components, checked in the insert's own transaction. data: kept on the "created"
+        event (who is filing it, the capture it came from)."""
         fields = {
             "provider": provider,
             "title": gate.text(title),
@@ -218,7 +264,11 @@ class Tracker:
             for attempt in itertools.count(1):
                 try:
                     with db.transaction(self._engine, write=True) as conn:
-                        esc_id = self._insert_new(conn, at, fields, unique_hosts, unique_components, instances)
+                        if exclusive:
+                            self._refuse_covered(conn, provider, unique_hosts, instances.values(),
+                                                 [c for h, c in unique_components if h is None])
+                        esc_id = self._insert_new(conn, at, fields, unique_hosts, unique_components, instances,
+                                                  dict(data or {}))
                     break
                 except sa_exc.IntegrityError:
                     if attempt >= _CREATE_ATTEMPTS:
@@ -265,6 +315,21 @@ class Tracker:
             self._update(conn, key, at)
             self._event(conn, key, at, kind, detail, data)
         return EscalationEvent(at=at, kind=kind, detail=detail, data=dict(data or {}))
+
+    def claim(self, esc_id: str, kind: str, detail: str, data: dict[str, Any] | None,
+              busy: Callable[[Escalation], str | None]) -> Escalation:
+        """Append an event only if `busy(escalation)` says nothing holds it, in one transaction with the row
+        locked: of two attempts to file one escalation at once, one records its intent and the other gets
+        BusyError with busy's reason."""
+        at = self._stamp()
+        with self._write("cannot record the event") as conn:
+            row = self._current(conn, esc_id, lock=True)
+            reason = busy(assemble(conn, [row], [row["id"]], events=True)[0])
+            if reason is not None:
+                raise BusyError(reason, where=row["id"])
+            self._update(conn, row["id"], at)
+            self._event(conn, row["id"], at, kind, detail, data)
+        return self.get(row["id"])
 
     def set_state(
         self,
@@ -447,6 +512,12 @@ class Tracker:
     ) -> list[Coverage]:
         """Open escalations (of `provider`; None: any) that already cover one of these hosts, instance ids or
         shared components (switch:leaf-3, network-node:..., block:...), oldest first."""
+        with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
+            return self._covering(conn, provider=provider, hosts=hosts, instances=instances, components=components)
+
+    @staticmethod
+    def _covering(conn: sa.Connection, *, provider: str | None, hosts: Iterable[str], instances: Iterable[str],
+                  components: Iterable[str]) -> list[Coverage]:
         esc, h, c = schema.escalations, schema.hosts, schema.components
         wanted = {"hosts": sorted(set(hosts)), "instances": sorted(set(instances) - {""}),
                   "components": sorted(set(components))}  # fmt: skip
@@ -460,9 +531,8 @@ class Tracker:
              .where(c.c.host.is_(None), c.c.component.in_(wanted["components"]))),
         ]  # fmt: skip
         found: dict[str, tuple[int, list[str]]] = {}
-        with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
-            for label, query in queries:
-                for esc_id, seq, what in conn.execute(query.where(*opened)):
-                    found.setdefault(esc_id, (seq, []))[1].append(f"{label} {what}".strip())
+        for label, query in queries:
+            for esc_id, seq, what in conn.execute(query.where(*opened)):
+                found.setdefault(esc_id, (seq, []))[1].append(f"{label} {what}".strip())
         ordered = sorted(found.items(), key=lambda item: item[1][0])
         return [Coverage(esc_id, tuple(dict.fromkeys(matched))) for esc_id, (_seq, matched) in ordered]
