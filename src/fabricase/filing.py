@@ -218,7 +218,9 @@ def file_escalation(
     marker = case_marker(key)
     with attempt(owner) as me:
         attempts = sum(1 for e in esc.events if e.kind == "filing")
-        data = {"marker": marker, "key": key, "provider": provider.name, "attempt": attempts + 1, "owner": me,
+        desk = getattr(getattr(provider, "desk", None), "name", None)  # static: the desk it really went to
+        data = {"marker": marker, "key": key, "provider": provider.name, "desk": desk, "attempt": attempts + 1,
+                "owner": me,
                 "draft": _draft_record(draft), "bundle_path": str(bundle_path) if bundle_path is not None else None}
         esc = tracker.claim(esc.id, "filing", f"filing with {provider.name} (attempt {attempts + 1})", data,
                             lambda e: holder(e, exempt=me["token"]))

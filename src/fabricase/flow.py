@@ -82,6 +82,7 @@ class Recorded:
     escalation: Escalation | None
     redactor: Redactor
     resumed: bool = False
+    history: dict[str, str] = field(default_factory=dict)  # repeat offenders' lines (`history`), for the ticket
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,20 @@ def record(capture: Capture, p: EscalationPlan, paths: Paths, *, dry_run: bool, 
     return Recorded(esc, make_redactor(capture, pseudonymize=pseudonymize, key=key), resumed)
 
 
+def history(p: EscalationPlan, rec: Recorded, paths: Paths) -> dict[str, str]:
+    """The repeat offenders among this escalation's hosts and components: earlier escalations of the same port,
+    host or switch within DEFAULT_REPEAT_DAYS of a resolution (tracker/stats.py), as lines for their suspects."""
+    from datetime import UTC, datetime
+
+    from fabricase.tracker.stats import DEFAULT_REPEAT_DAYS, history_lines, repeat_history
+    from fabricase.tracker.store import Tracker
+
+    with Tracker.open(paths) as tracker:
+        return history_lines(repeat_history(tracker, provider=p.provider, hosts=p.hosts, components=p.components,
+                                            now=datetime.now(UTC), days=DEFAULT_REPEAT_DAYS,
+                                            exclude=rec.escalation.id if rec.escalation else None))
+
+
 def _draft(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
            bundle_id: str | None) -> TicketDraft:
     from fabricase.templates.ruled_out import checks_run
@@ -226,7 +241,7 @@ def _draft(capture: Capture, analysis: Analysis, located: Located, p: Escalation
     return make_draft(capture, analysis.findings, provider=p.template, symptom=p.symptom, severity=p.severity,
                       placements=located.placements, bundle_id=bundle_id,
                       escalation_id=rec.escalation.id if rec.escalation else None, checks=checks_run(capture.hosts),
-                      hosts=located.hosts, diagnosis=analysis.diagnosis)
+                      hosts=located.hosts, diagnosis=analysis.diagnosis, history=rec.history)
 
 
 def bundle(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
@@ -296,6 +311,7 @@ def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, sev
     with clock("record"):
         rec = record(capture, p, paths, dry_run=dry_run, pseudonymize=pseudonymize, force=force, existing=existing,
                      owner=owner)
+        rec = dataclasses.replace(rec, history=history(p, rec, paths))
     with clock("bundle"):
         b = _named(bundle(capture, analysis, located, p, rec, paths.bundles / f".{_bundle_stem(capture, rec)}.partial"))
     if rec.escalation is not None:

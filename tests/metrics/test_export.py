@@ -108,3 +108,10 @@ def test_bad_input_is_one_line(run, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     run("export", str(tmp_path / "nope"), "--textfile", str(blocker), code=2)  # click: not a directory
+def test_track_records_are_exported_with_the_escalations(run, fleets, tmp_path):
+    capture = fleets["symbol-errors"][0]
+    run("open", "--replay", str(capture), "--symptom", "busbw fell", "--provider", "static")
+    text = _export(run, capture, tmp_path / "tf")
+    [cases] = _samples(text, "fabricase_provider_cases")
+    assert (cases.labels["provider"], cases.labels["desk"], cases.value) == ("static", "outbox", 1)
+    assert {s.labels["age"] for s in _samples(text, "fabricase_provider_open_cases")} == {"<1d", "1-7d", "7-30d", ">30d"}

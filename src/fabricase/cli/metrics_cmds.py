@@ -25,16 +25,18 @@ _escalations_option = click.option(
 
 
 def _escalations(enabled: bool):
-    """The tracker's open escalations as series; a tracker that cannot be read is a warning, not a failure of
-    the capture's metrics."""
+    """The tracker's open escalations and the providers' track records (tracker/stats.py) as series; a tracker
+    that cannot be read is a warning, not a failure of the capture's metrics."""
     if not enabled:
         return None
-    from fabricase.metrics import escalation_series
+    from fabricase.config import provider_profile
+    from fabricase.metrics.track_records import tracker_series
     from fabricase.tracker.store import Tracker
 
     try:
+        desks = {"static": str(provider_profile(paths(), "static").get("desk", "outbox"))}
         with Tracker.open(paths()) as tracker:
-            return escalation_series(tracker.overview(state="open"), datetime.now(UTC))
+            return tracker_series(tracker, datetime.now(UTC), desks=desks)
     except TrackerError as exc:
         err_console.print(f"warning: escalations not exported: {exc}", style="yellow", soft_wrap=True)
         return None

@@ -466,14 +466,16 @@ class Tracker:
         state: str = "open",
         host: str | None = None,
         older_than: timedelta | None = None,
+        events: bool = False,
     ) -> list[Escalation]:
-        """Escalations oldest first, without their history. state: open, waiting, all, or one state; host: a
-        host name or instance id they cover; older_than: created at least this long ago."""
+        """Escalations oldest first, without their history unless `events` (read in one query for all).
+        state: open, waiting, all, or one state; host: a host name or instance id they cover; older_than: created
+        at least this long ago."""
         table = schema.escalations
         conditions = self._conditions(provider=provider, state=state, host=host, older_than=older_than)
         with db.guard(_READ, self.where), db.transaction(self._engine) as conn:
             rows = conn.execute(sa.select(table).where(*conditions).order_by(table.c.seq)).mappings().all()
-            return assemble(conn, rows, sa.select(table.c.id).where(*conditions), events=False)
+            return assemble(conn, rows, sa.select(table.c.id).where(*conditions), events=events)
 
     def overview(
         self,
