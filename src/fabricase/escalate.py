@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from fabricase.diagnosis import Diagnosis
     from fabricase.models import Escalation
     from fabricase.redact import Redactor
+    from fabricase.templates.severity import DeskSeverity
     from fabricase.tracker.store import Coverage, Tracker
 
 __all__ = [
@@ -105,12 +106,15 @@ def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symp
                severity: Severity, placements: list[Placement], bundle_id: str | None,
                escalation_id: str | None, checks: Mapping[str, Any] | None = None,
                events: Sequence[EscalationEvent] = (), hosts: Sequence[HostSummary] | None = None,
-               diagnosis: Diagnosis | None = None, history: Mapping[str, str] | None = None) -> TicketDraft:
+               diagnosis: Diagnosis | None = None, history: Mapping[str, str] | None = None,
+               bundle_sha256: str | None = None, sent_severity: DeskSeverity | None = None) -> TicketDraft:
     """The ticket for the provider's desk, built from the diagnosis's provider-owned suspects: what is broken,
     where, how sure, what was ruled out (`checks`: templates.ruled_out.checks_run(capture.hosts)) and what we ask
     for. `checks`, `hosts` (host_summaries) and the diagnosis (of `findings`, without hardware aliases) are
     computed here when not given. `history`: the repeat offenders' lines (tracker.stats.history_lines), said in
-    their suspects' sections."""
+    their suspects' sections. `bundle_sha256`: the written bundle file's sha256 (hashlib.file_digest), said beside
+    the bundle id once the archive is written. `sent_severity`: the level the provider sends (its plan applied),
+    which the body then states."""
     from fabricase.templates import render_draft
     from fabricase.templates.ruled_out import checks_run
 
@@ -119,7 +123,8 @@ def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symp
                         placements=placements, bundle_id=bundle_id,
                         capture_created_at=capture.created_at, escalation_id=escalation_id,
                         checks=checks if checks is not None else checks_run(capture.hosts),
-                        kernel_logs=_KernelLogs(capture), events=events, diagnosis=diagnosis, history=history)
+                        kernel_logs=_KernelLogs(capture), events=events, diagnosis=diagnosis, history=history,
+                        bundle_sha256=bundle_sha256, sent_severity=sent_severity)
 
 
 def _epoch(created_at: str) -> int:

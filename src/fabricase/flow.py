@@ -12,6 +12,7 @@ escalation). The CLI calls `open_escalation` and `attach_capture`; nothing here 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from fabricase.diagnosis import Diagnosis
     from fabricase.providers.base import PlannedRequest, Provider
     from fabricase.redact import Redactor
+    from fabricase.templates.severity import DeskSeverity
     from fabricase.tracker.store import Coverage, Tracker
 
 __all__ = [
@@ -72,6 +74,8 @@ class EscalationPlan:
     instances: dict[str, str]  # host -> instance id, of those hosts
     shared: list[tuple[None, str]]  # shared components with a suspect
     components: list[tuple[str | None, str]]  # (host, component) of every suspect
+    sent_severity: DeskSeverity | None = None  # the level the provider's desk is sent (its plan applied)
+    warning: str | None = None  # said first in the ticket: filed with --force although ...
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ class OpenResult:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     diagnosis: Diagnosis | None = None  # the suspects and background (always set by open_escalation)
     resumed: bool = False  # an unfiled escalation of the same hosts was finished instead of a new one made
+    case_marker: str | None = None  # what the case's subject carries: "[fabricase FC-1.<tracker id>]"
 
 
 class _Clock:
@@ -155,8 +160,32 @@ def diagnose(capture: Capture, located: Located) -> Analysis:
     return diagnose_capture(capture, topology_of(located.placements), located.placements)
 
 
+_CLOUDS = {"aws": "AWS", "gcp": "GCP", "azure": "Azure"}
+
+
+def cloud_gap(provider_name: str, hosts: list[str], placements: list[Placement]) -> str | None:
+    """Why a case at this cloud would name no instance: no covered host carries that cloud's identity in the
+    capture, or none of their instances was found in the configured regions or zones (a found one has its zone
+    or region); None when one was, or for a provider that is not a cloud."""
+    if provider_name not in _CLOUDS:
+        return None
+    cloud = _CLOUDS[provider_name]
+    mine = [p for p in placements if p.host in set(hosts) and p.provider == provider_name]
+    if any(p.instance_id and (p.zone or p.region) for p in mine):
+        return None
+    ids = sorted({p.instance_id for p in mine if p.instance_id})
+    if not ids:
+        return f"none of the {len(hosts)} host(s) carries a {cloud} identity in its capture (no instance id)"
+    said = ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
+    return f"no {cloud} instance {said} was found in the configured regions or zones"
+
+
 def plan(capture: Capture, analysis: Analysis, located: Located, *, provider_name: str, symptom: str,
-         severity: Severity | None, paths: Paths) -> EscalationPlan:
+         severity: Severity | None, paths: Paths, provider: Provider | None = None, force: bool = False,
+         check_cloud: bool = False) -> EscalationPlan:
+    """What the escalation is about and where it goes. check_cloud: refuse (ProviderError) a case at a cloud when
+    none of its hosts is that cloud's instance; with `force` it is filed with that warning first in the ticket."""
+    from fabricase.errors import ProviderError
     from fabricase.templates.severity import ticket_severity
 
     desk = desk_of(provider_name, paths)
@@ -167,11 +196,17 @@ def plan(capture: Capture, analysis: Analysis, located: Located, *, provider_nam
     filed = ticket_severity(analysis.diagnosis.for_owner("provider"), stated).severity
     components = sorted({(s.host, c) for s in analysis.diagnosis.suspects for c in s.components[:1]},
                         key=lambda hc: (hc[0] or "", hc[1]))
+    gap = cloud_gap(provider_name, hosts, located.placements) if check_cloud else None
+    if gap and not force:
+        raise ProviderError(f"not filed: {gap}; check the provider's regions and the capture's hosts, or file "
+                            "anyway with --force", where=provider_name)
     return EscalationPlan(
         provider=provider_name, desk=desk,
         template=template_of(provider_name, desk),
         symptom=symptom, severity=filed,
         hosts=hosts, instances=instances, shared=shared, components=components,
+        sent_severity=provider.desk_severity(filed) if provider is not None else None,
+        warning=f"filed with --force although {gap}: this case names no instance" if gap else None,
     )
 
 
@@ -235,13 +270,17 @@ def history(p: EscalationPlan, rec: Recorded, paths: Paths) -> dict[str, str]:
 
 
 def _draft(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
-           bundle_id: str | None) -> TicketDraft:
+           bundle_id: str | None, bundle_sha256: str | None = None) -> TicketDraft:
     from fabricase.templates.ruled_out import checks_run
 
-    return make_draft(capture, analysis.findings, provider=p.template, symptom=p.symptom, severity=p.severity,
-                      placements=located.placements, bundle_id=bundle_id,
-                      escalation_id=rec.escalation.id if rec.escalation else None, checks=checks_run(capture.hosts),
-                      hosts=located.hosts, diagnosis=analysis.diagnosis, history=rec.history)
+    draft = make_draft(capture, analysis.findings, provider=p.template, symptom=p.symptom, severity=p.severity,
+                       placements=located.placements, bundle_id=bundle_id,
+                       escalation_id=rec.escalation.id if rec.escalation else None, checks=checks_run(capture.hosts),
+                       hosts=located.hosts, diagnosis=analysis.diagnosis, history=rec.history,
+                       sent_severity=p.sent_severity, bundle_sha256=bundle_sha256)
+    if p.warning:  # first, where the support engineer reads before anything else
+        draft = dataclasses.replace(draft, body=f"Warning: {p.warning}.\n\n{draft.body}")
+    return draft
 
 
 def bundle(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
@@ -256,8 +295,11 @@ def bundle(capture: Capture, analysis: Analysis, located: Located, p: Escalation
 
 def render(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
            b: Bundle) -> Rendered:
-    """The ticket naming the bundle, through the same redaction as the bundle, then fitted to the desk."""
-    draft = redact_draft(_draft(capture, analysis, located, p, rec, b.bundle_id), rec.redactor)
+    """The ticket naming the bundle (its id and its file's sha256), through the same redaction as the bundle, then
+    fitted to the desk."""
+    with b.path.open("rb") as fh:
+        sha256 = hashlib.file_digest(fh, "sha256").hexdigest()
+    draft = redact_draft(_draft(capture, analysis, located, p, rec, b.bundle_id, sha256), rec.redactor)
     return Rendered(draft, gate.outbound(fit_draft(draft, p.desk)))  # the gate runs on the final text
 
 
@@ -289,6 +331,7 @@ class _Run:
     bundle: Bundle
     rendered: Rendered
     timings: dict[str, float]
+    provider: Provider  # the one instance the run asked (placements, the severity sent): filing uses it too
 
 
 def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, severity: Severity | None,
@@ -298,16 +341,14 @@ def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, sev
     from fabricase.providers import get_provider
 
     clock = _Clock()
+    provider = get_provider(provider_name, paths)
     with clock("locate"):
-        if existing is None:
-            located = locate(capture, get_provider(provider_name, paths), provider_name)
-        else:
-            located = stored_location(capture, paths)
+        located = locate(capture, provider, provider_name) if existing is None else stored_location(capture, paths)
     with clock("analyze"):
         analysis = diagnose(capture, located)
     with clock("render"):
         p = plan(capture, analysis, located, provider_name=provider_name, symptom=symptom, severity=severity,
-                 paths=paths)
+                 paths=paths, provider=provider, force=force or dry_run, check_cloud=existing is None)
     with clock("record"):
         rec = record(capture, p, paths, dry_run=dry_run, pseudonymize=pseudonymize, force=force, existing=existing,
                      owner=owner)
@@ -322,7 +363,7 @@ def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, sev
                               {"path": str(b.path), "bundle_id": b.bundle_id, "capture": str(capture.root)})
     with clock("render"):
         rendered = render(capture, analysis, located, p, rec, b)
-    return _Run(located, analysis, p, rec, b, rendered, clock.spent)
+    return _Run(located, analysis, p, rec, b, rendered, clock.spent, provider)
 
 
 def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, symptom: str,
@@ -339,14 +380,14 @@ def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, sympt
 
 def _open(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, severity: Severity | None,
           dry_run: bool, pseudonymize: bool, force: bool, owner: Mapping[str, Any]) -> OpenResult:
-    from fabricase.filing import file_escalation
-    from fabricase.providers import get_provider
+    from fabricase.filing import file_escalation, filing_key_of
+    from fabricase.providers.base import case_marker
     from fabricase.tracker.store import Tracker
 
     r = run(capture, paths, provider_name=provider_name, symptom=symptom, severity=severity, dry_run=dry_run,
             pseudonymize=pseudonymize, force=force, owner=owner)
     common = dict(placements=r.located.placements, diagnosis=r.analysis.diagnosis, resumed=r.recorded.resumed)
-    provider = get_provider(provider_name, paths)
+    provider = r.provider
     if r.recorded.escalation is None:
         ticket = r.bundle.path.with_suffix("").with_suffix(".ticket.md")
         ticket.write_text(r.rendered.fitted.title + "\n\n" + r.rendered.fitted.body)
@@ -358,10 +399,11 @@ def _open(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, s
         # Idempotent: the intent is recorded before the desk is called, and a retry reconciles by the case marker.
         esc = file_escalation(tracker, provider, r.recorded.escalation.id, r.rendered.fitted, r.bundle.path,
                               owner=owner)
+        marker = case_marker(filing_key_of(tracker, esc))
     where = esc.ticket_path
     ticket = (where if "://" in where else Path(where)) if where else r.bundle.path  # a URL is kept whole
     return OpenResult(capture, r.analysis.findings, r.bundle, r.rendered.draft, esc, ticket, filed_at=esc.ticket_path,
-                      timings={**r.timings, **clock.spent}, **common)
+                      timings={**r.timings, **clock.spent}, case_marker=marker, **common)
 
 
 def attach_capture(capture: Capture, paths: Paths, esc: Escalation, *,

@@ -161,7 +161,7 @@ def test_attach_a_new_capture_bundles_it_and_uploads_it_to_the_case(run, tmp_pat
     out = run.json("attach", opened["escalation_id"], "--capture", str(again))
     assert out["sent"] is True
     case = Path(opened["ticket_path"]).parent
-    [new] = [p for p in case.rglob("*.tar.gz") if p.name.endswith("-again.tar.gz")]
+    [new] = [p for p in case.rglob("*.tar.gz") if p.name.startswith(f"{opened['escalation_id']}-2-")]
     assert run.json("verify", str(new))["ok"]
     shown = run.json("show", opened["escalation_id"])
     [event] = [e for e in shown["events"] if e["kind"] == "attach"]

@@ -114,4 +114,5 @@ def test_track_records_are_exported_with_the_escalations(run, fleets, tmp_path):
     text = _export(run, capture, tmp_path / "tf")
     [cases] = _samples(text, "fabricase_provider_cases")
     assert (cases.labels["provider"], cases.labels["desk"], cases.value) == ("static", "outbox", 1)
-    assert {s.labels["age"] for s in _samples(text, "fabricase_provider_open_cases")} == {"<1d", "1-7d", "7-30d", ">30d"}
+    ages = {s.labels["age"] for s in _samples(text, "fabricase_provider_open_cases")}
+    assert ages == {"<1d", "1-7d", "7-30d", ">30d"}

@@ -97,15 +97,26 @@ def test_format_1_items_follow_their_redacted_paths(tmp_path):
     assert loaded.hosts[0].read(by_source["cmd:uname"]) == f"Linux {token} 6.8.0-45-generic x86_64\n".encode()
 
 
-def test_node_sets_go_when_hosts_are_pseudonymized(tmp_path):
+def test_node_sets_become_the_hosts_tokens_when_hosts_are_pseudonymized(tmp_path):
+    from fabricase.targets import parse_nodeset
+
     cap = capture(tmp_path / "cap", {"gpu001": stream(), "gpu002": stream()})
     plain = build_bundle(cap, tmp_path / "a.tgz", extra={}, mtime=MTIME, redactor=Redactor())
-    pseudo = build_bundle(cap, tmp_path / "b.tgz", extra={}, mtime=MTIME,
-                          redactor=Redactor(pseudonymize=True, key=KEY, hosts=["gpu001", "gpu002"]))
+    redactor = Redactor(pseudonymize=True, key=KEY, hosts=["gpu001", "gpu002"])
+    pseudo = build_bundle(cap, tmp_path / "b.tgz", extra={}, mtime=MTIME, redactor=redactor)
     assert json.loads(members(plain.path)["capture/capture.json"])["targets"]["nodeset"] == "gpu[001-002]"
     doc = json.loads(members(pseudo.path)["capture/capture.json"])
-    assert doc["targets"]["nodeset"] == "[REDACTED:nodeset]"
+    tokens = [redactor.host_pseudonym("gpu001"), redactor.host_pseudonym("gpu002")]
+    # The same tokens as the host folders, and still a node set `fabricase collect --hosts` reads.
+    assert doc["targets"]["nodeset"] == ",".join(tokens)
+    assert sorted(parse_nodeset(doc["targets"]["nodeset"])) == sorted(tokens)
     assert json.loads(members(pseudo.path)["redaction.json"])["members"]["capture/capture.json"]["nodeset"] == 1
+
+
+@pytest.mark.parametrize("nodeset", ["@gpus", "gpu[001-002],login07", "gpu[001-100]"])
+def test_node_sets_that_cannot_be_rewritten_whole_go(nodeset):
+    redactor = Redactor(pseudonymize=True, key=KEY, hosts=["gpu001", "gpu002"])
+    assert redactor.redact_nodeset("capture/capture.json", nodeset) == "[REDACTED:nodeset]"
 
 
 def test_binary_files_keep_every_byte_but_the_secret(tmp_path):

@@ -126,7 +126,7 @@ def test_the_facts_every_desk_must_carry(desk):
         "no PHY, FEC or FCS errors on the other 2 hosts",  # gpu001's symbol errors are PHY errors
         "2024-05-14T08:02:11.204518+0000: gpu002: first kernel-log error: eth3 link down",  # timeline
         "2024-05-14T08:31:05Z: created: escalation FC-0012 opened",
-        f"sha256:{tc.BUNDLE_ID}",
+        f"bundle id (manifest sha256): {tc.BUNDLE_ID}",
         "raw findings: 4 in the bundle's findings.json",
         f"Where: {tc.shared_component(desk)} (shared)",
         "its ports and the links down to the hosts below it",  # the shared suspect's action

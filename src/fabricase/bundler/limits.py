@@ -1,10 +1,13 @@
-"""What each desk accepts: ticket body length, attachment size and count, file names. Pure: an explicit registry.
+"""What each desk accepts: ticket body length, attachment size and count, file names. Pure: the types, the
+generic limits and the rules; no SDK is imported here.
 
-Every number comes from ../shared/reference/cloud-apis.md (line numbers below are that file's). Where a
-limit is not documented, the value is None ("no documented limit": nothing is cut or split for it) or, where
-a number is needed to stay safe, the smallest reading of what is documented; `desk_limits(desk, **overrides)`
-takes the value a desk reports at run time (Jira's `uploadLimit`, an SMTP server's `SIZE`). "5 MB" is read
-as 5,000,000 bytes wherever the source does not say which megabyte it means: the smaller reading fits both.
+Each desk's numbers are declared on its class (`limits`: AwsProvider, JiraDesk, ...), each from
+../shared/reference/cloud-apis.md (line numbers there are that file's); DESK_LIMITS reads them through the
+provider registry. Where a limit is not documented, the value is None ("no documented limit": nothing is cut
+or split for it) or, where a number is needed to stay safe, the smallest reading of what is documented;
+`desk_limits(desk, **overrides)` takes the value a desk reports at run time (Jira's `uploadLimit`, an SMTP
+server's `SIZE`). "5 MB" is read as 5,000,000 bytes wherever the source does not say which megabyte it means:
+the smaller reading fits both.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +23,9 @@ from fabricase.errors import ConfigError
 
 __all__ = [
     "DESK_LIMITS",
+    "GENERIC",
+    "MB",
+    "MIB",
     "DeskLimits",
     "Delivery",
     "bundle_delivery",
@@ -59,62 +66,7 @@ class DeskLimits:
 
 # The strictest documented value of every limit: a ticket fitted to `generic` fits every desk.
 _STRICTEST = dict(body_max_chars=8000, attachment_max_bytes=5 * MB, max_attachments=3, file_name_max=110)
-
-DESK_LIMITS: dict[str, DeskLimits] = {
-    "aws": DeskLimits(
-        "aws",
-        body_max_chars=8000,  # :105 create_case `communicationBody` (1-8000 chars); :787
-        attachment_max_bytes=5 * MB,  # :110 add_attachments_to_set "Up to 3 attachments per set, 5 MB each"; :785
-        large_upload_max_bytes=157_286_400,  # :111 get_attachment_upload_links `fileSizeBytes` 1-157,286,400; :786
-        max_attachments=3,  # :110 per attachment set (the upload-link path takes 10 `uploadIds`, :105 and :127)
-        file_name_max=None,  # not documented
-    ),
-    "gcp": DeskLimits(
-        "gcp",
-        body_max_chars=12_800,  # :410 "Comment body is at most 12,800 characters"
-        # :419 and :788: the attachment limit "is not documented [UNVERIFIED]"; the strictest documented size
-        # keeps an upload safe until the real one is configured (desk_limits("gcp", attachment_max_bytes=...))
-        attachment_max_bytes=5 * MB,
-        max_attachments=None,  # :788 "not documented"
-    ),
-    "azure": DeskLimits(
-        "azure",
-        body_max_chars=None,  # `description`: no length in cloud-apis.md (:585)
-        attachment_max_bytes=5_242_880,  # :615 "size between 1 and 5,242,880 bytes"; :612; :789
-        max_attachments=None,  # :789 "not documented"
-        file_name_max=110,  # :616 "file name <= 110 characters"
-        # :617-618 blocked extensions (Azure CLI's validators): the HTML report cannot go to this desk as is
-        blocked_extensions=frozenset({
-            ".bat", ".cmd", ".exe", ".ps1", ".js", ".vbs", ".com", ".lnk", ".reg", ".bin", ".cpl", ".inf", ".ins",
-            ".isu", ".job", ".jse", ".msi", ".msp", ".paf", ".pif", ".rgs", ".scr", ".sct", ".svg", ".vbe", ".vb",
-            ".ws", ".wsf", ".wsh", ".htm", ".html",
-        }),
-    ),
-    "jira": DeskLimits(
-        "jira",
-        # not in cloud-apis.md: a Jira Cloud text field (the request's `description`) holds 32,767 characters
-        body_max_chars=32_767,
-        # :748 and :792 "set per instance by the admin": read GET /rest/api/3/attachment/meta `uploadLimit`
-        # and pass it as desk_limits("jira", attachment_max_bytes=upload_limit)
-        attachment_max_bytes=None,
-    ),
-    "zendesk": DeskLimits(
-        "zendesk",
-        body_max_chars=None,  # comment body: no length in cloud-apis.md
-        attachment_max_bytes=50 * MB,  # :732 "50 MB per file"; :791
-        max_attachments=500,  # :732-733 "up to 500 files per ticket for authenticated users"; :791
-    ),
-    "email": DeskLimits(
-        "email",
-        body_max_chars=None,  # SMTP has no body length of its own; SIZE (below) covers the whole message
-        # :756-757 "the receiving server advertises SIZE"; "Common provider caps are around 25 MB [UNVERIFIED]":
-        # the attachment bytes a 25 MiB message holds; pass smtp_attachment_bytes(server SIZE) when known
-        attachment_max_bytes=None,  # set below from the 25 MiB default
-    ),
-    # The outbox is a folder: nothing to fit. An engineer sends it on by hand, to a desk of their choosing.
-    "outbox": DeskLimits("outbox", body_max_chars=None, attachment_max_bytes=None),
-    "generic": DeskLimits("generic", **_STRICTEST),  # an unknown desk: the strictest of the documented ones
-}
+GENERIC = DeskLimits("generic", **_STRICTEST)  # an unknown desk, or one whose SDK is not installed here
 
 
 def smtp_attachment_bytes(size: int, *, headroom: int = 256 * 1024) -> int:
@@ -126,7 +78,32 @@ def smtp_attachment_bytes(size: int, *, headroom: int = 256 * 1024) -> int:
     return (size - headroom) * 57 // 78
 
 
-DESK_LIMITS["email"] = dataclasses.replace(DESK_LIMITS["email"], attachment_max_bytes=smtp_attachment_bytes(25 * MIB))
+class _DeclaredLimits(Mapping[str, DeskLimits]):
+    """DESK_LIMITS: each registered desk's limits as its class declares them (`limits`; a cloud provider is its
+    own desk, the static provider has none of its own), and `generic`. Read from the registry at each look-up,
+    so that a desk added by a plug-in or a test is seen, and only the module of the desk asked for is imported
+    (this module stays pure: no SDK comes with it)."""
+
+    def __getitem__(self, desk: str) -> DeskLimits:
+        if desk == GENERIC.desk:
+            return GENERIC
+        from fabricase.providers import declared
+
+        limits = declared(desk, "limits") if isinstance(desk, str) else None
+        if not isinstance(limits, DeskLimits):
+            raise KeyError(desk)
+        return limits
+
+    def __iter__(self) -> Iterator[str]:
+        from fabricase.providers import desk_keys
+
+        return iter([*(k for k in desk_keys() if k in self), GENERIC.desk])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+DESK_LIMITS: Mapping[str, DeskLimits] = _DeclaredLimits()
 
 _FIELDS = {f.name for f in dataclasses.fields(DeskLimits)} - {"desk"}
 

@@ -27,6 +27,7 @@ CAPTURE_SCRIPT_NAME = "capture-script.sh"
 DEFAULT_SINCE_S = 24 * 3600  # `fabricase collect --since` default (24 h)
 _VIAS = ("local", "ssh", "slurm")  # what `--via` takes; other transports (fake, harness) are not for people
 _PER_LINE = 6  # host names per line of the fallback's host list
+_REDACTED = "[REDACTED:"  # redact.secrets.marker: a value taken out of capture.json
 
 
 def _meta(capture: Capture | Mapping[str, Any]) -> dict[str, Any]:
@@ -85,25 +86,37 @@ def _targets(meta: Mapping[str, Any]) -> tuple[list[tuple[str, ...]], list[str],
     """(`fabricase collect` target options, hosts they name, a note) from capture.json's `targets`."""
     from fabricase.slurm import validate_job_id
     from fabricase.targets import parse_nodeset
-    from fabricase.templates import hostlist
 
     targets = meta.get("targets") if isinstance(meta.get("targets"), Mapping) else {}
     listed = targets.get("hosts") or meta.get("hosts") or []
     if not isinstance(listed, list) or not all(isinstance(h, str) for h in listed):
         raise BundleError("capture.json: hosts is not a list of host names")
     nodeset = targets.get("nodeset") if isinstance(targets.get("nodeset"), str) else None
+    if nodeset is not None and nodeset.startswith(_REDACTED):
+        nodeset = None  # a pseudonymized bundle of an earlier fabricase dropped it: its host list stands for it
     try:
-        hosts = parse_nodeset(nodeset or hostlist(listed)) if (nodeset or listed) else []
+        hosts = parse_nodeset(nodeset or _folded(listed)) if (nodeset or listed) else []
         job = validate_job_id(str(targets["job"])) if targets.get("job") else None
     except TargetError as exc:
         raise BundleError(f"capture.json: {exc.message}") from exc
     if not hosts:
         raise BundleError("capture.json names no host: there is nothing to capture again")
     if job is not None:
-        return [("--job", job)], hosts, f"Slurm job {job} on {hostlist(hosts)}; once it has ended, --job reaches " \
+        return [("--job", job)], hosts, f"Slurm job {job} on {_folded(hosts)}; once it has ended, --job reaches " \
                                       "the same nodes over ssh (or give --hosts with the nodeset above)"
     note = None if nodeset or "nodeset" in targets else f"capture.json names its targets {_comment(targets, 80)}"
-    return [("--hosts", nodeset or hostlist(hosts))], hosts, note
+    return [("--hosts", nodeset or _folded(hosts))], hosts, note
+
+
+def _folded(hosts: list[str]) -> str:
+    """The hosts as a node set: folded (`gpu[001-004]`), or listed when they are pseudonyms, whose random hex
+    would fold into nonsense (`host-1a2b[3-4]c`)."""
+    from fabricase.redact.pseudonyms import TOKEN
+    from fabricase.templates import hostlist
+
+    if any(TOKEN.fullmatch(h) for h in hosts):
+        return ",".join(sorted(hosts))
+    return hostlist(hosts)
 
 
 def _collector_options(meta: Mapping[str, Any]) -> tuple[list[tuple[str, ...]], list[str]]:

@@ -7,6 +7,7 @@ from typing import NoReturn
 
 from fabricase.cli import (  # noqa: F401  (each registers its commands)
     capture_cmds,
+    faulty_cmd,
     metrics_cmds,
     provider_cmds,
     relay_cmd,

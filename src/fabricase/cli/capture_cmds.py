@@ -9,11 +9,12 @@ import click
 
 from fabricase.cli.app import EXIT_PARTIAL, capture_from_targets, cli, paths, target_options
 from fabricase.cli.output import emit_json, err_console, hosts_json, inert, inert_lines, out_console, print_hosts
+from fabricase.cli.provider_cmds import ProviderChoice
 from fabricase.cli.screen import diagnosis_json, print_diagnosis
 from fabricase.errors import ParseError, VerifyError
 from fabricase.models import HostStatus, Severity
 
-_PROVIDERS = click.Choice(["static", "aws", "gcp", "azure"])
+_PROVIDERS = ProviderChoice()  # the registry's names, read when parsed: a plug-in provider is one
 _SEVERITIES = click.Choice([s.value for s in Severity])
 
 
@@ -252,8 +253,12 @@ def draft(source, provider, symptom, severity, as_json):
 @click.option("--force", is_flag=True,
               help="File even when an open escalation already covers these hosts, instances or switches.")
 @_findings_option
+@click.option("--report-faulty", is_flag=True,
+              help="After filing, report the hosts with a provider-owned major or critical suspect through the "
+                   "cloud's faulty-host channel, as `fabricase report-faulty` does (GCE: disruption future).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findings, as_json, **target):
+def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findings, report_faulty, as_json,
+          **target):
     """Capture, analyze, bundle, draft, file and track one escalation."""
     from fabricase.flow import open_escalation
 
@@ -264,12 +269,19 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
                              severity=Severity(severity) if severity else None, dry_run=dry_run,
                              pseudonymize=pseudonymize, force=force)
     esc = result.escalation
+    faulty = None
+    if report_faulty and as_json:
+        from fabricase.cli.faulty_cmd import report_after_open
+
+        faulty = report_after_open(result, provider, dry_run=dry_run, as_json=True)
     if as_json:
         emit_json({
             "escalation_id": esc.id if esc else None,
             "state": str(esc.state) if esc else "dry-run",
             "provider": provider,
             "provider_case_id": esc.provider_case_id if esc else None,
+            "case_marker": result.case_marker,
+            "resumed": result.resumed,
             "bundle_path": str(result.bundle.path),
             "bundle_id": result.bundle.bundle_id,
             "ticket_path": str(result.ticket_path),
@@ -279,6 +291,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
             **diagnosis_json(result.diagnosis),
             "requests": [r.to_dict() for r in result.requests],
             "timings_s": result.timings,
+            **({"faulty_reports": faulty} if faulty is not None else {}),
         })
         return
     try:
@@ -287,6 +300,10 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
         line = inert(f"warning: could not print the summary ({type(exc).__name__}: {exc}); "
                      f"{_filed_line(result, provider)}")
         click.echo(line.encode("ascii", "backslashreplace").decode("ascii"), err=True)  # ASCII: any stderr takes it
+    if report_faulty:
+        from fabricase.cli.faulty_cmd import report_after_open
+
+        report_after_open(result, provider, dry_run=dry_run, as_json=False)
 
 
 def _filed_line(result, provider: str) -> str:
@@ -305,7 +322,9 @@ def _print_opened(result, provider: str, show_findings: bool) -> None:
     out_console.print(f"  id        {result.bundle.bundle_id}", soft_wrap=True)
     out_console.print(f"Ticket      {result.ticket_path}", soft_wrap=True)
     if esc:
-        out_console.print(f"Escalation  {esc.id} ({esc.state}, {provider} case {esc.provider_case_id})", soft_wrap=True)
+        resumed = " (resumed: an earlier filing had not finished)" if result.resumed else ""
+        out_console.print(f"Escalation  {esc.id} ({esc.state}, {provider} case {esc.provider_case_id}){resumed}",
+                          soft_wrap=True)
     else:
         out_console.print("Dry run: nothing filed or tracked. Filing would send:")
         for n, r in enumerate(result.requests, 1):

@@ -33,6 +33,7 @@ _NVLINK = ("host", "gpu", "link")
 _PERF = ("host", "device", "port", "test")
 _FINDING = ("kind", "severity", "host", "component")
 _SUSPECT = ("host", "component", "verdict", "owner", "severity")
+_DESK = ("provider", "desk")
 
 
 def _counter(base: str, labels: tuple[str, ...], what: str, unit: str) -> tuple[MetricDef, MetricDef]:
@@ -162,6 +163,20 @@ METRICS: tuple[MetricDef, ...] = (
               "Age of the provider's oldest open escalation"),
     MetricDef("fabricase_escalation_stale", "gauge", "escalations", ("provider",),
               "Open escalations waiting on the provider with no reply for the stale period (3 days by default)"),
+    # providers' track records (tracker/stats.py)
+    MetricDef("fabricase_provider_cases", "gauge", "cases", _DESK,
+              "Cases filed with the provider's desk (the sample behind its reply and resolve times)"),
+    MetricDef("fabricase_provider_first_reply_seconds", "gauge", "seconds", (*_DESK, "quantile"),
+              "Time from filing to the provider's first reply: median (quantile 0.5) and 90th percentile (0.9)"),
+    MetricDef("fabricase_provider_resolve_seconds", "gauge", "seconds", (*_DESK, "quantile"),
+              "Time from filing to resolution of the resolved cases: median (quantile 0.5) and 90th percentile"),
+    MetricDef("fabricase_provider_open_cases", "gauge", "cases", (*_DESK, "age"),
+              "Open cases by age since filing (age: <1d, 1-7d, 7-30d, >30d)"),
+    MetricDef("fabricase_provider_reopen_ratio", "gauge", "ratio", _DESK,
+              "Share of the resolved cases that were reopened"),
+    MetricDef("fabricase_repeat_offender", "gauge", "escalations", ("provider", "host", "component"),
+              "Escalations in one run of a host (component host), port or switch (host empty): each escalated "
+              "within 30 days of an earlier one's resolution"),
 )  # fmt: skip
 
 _BY_NAME = {m.name: m for m in METRICS}

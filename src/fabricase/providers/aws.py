@@ -9,6 +9,7 @@ looking for the case it may have opened (its subject carries case_marker).
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -20,10 +21,11 @@ import boto3
 import botocore.exceptions
 import httpx
 
-from fabricase.bundler.limits import desk_limits
+from fabricase.bundler.limits import MB, DeskLimits, desk_limits
 from fabricase.config import Paths, provider_profile
 from fabricase.errors import ProviderError
-from fabricase.models import EscalationState, Placement, TicketDraft
+from fabricase.faulty import HostReport
+from fabricase.models import EscalationState, Placement, Severity, TicketDraft
 from fabricase.providers import aws_ec2 as ec2api
 from fabricase.providers import aws_support as supportapi
 from fabricase.providers.aws_client import (
@@ -46,7 +48,7 @@ from fabricase.providers.base import (
     case_marker,
 )
 from fabricase.providers.retry import call_with_retries
-from fabricase.templates.severity import desk_severity
+from fabricase.templates.severity import DeskSeverity, Level, Scale, desk_severity, scale_for
 
 __all__ = ["AwsProvider"]
 
@@ -78,6 +80,32 @@ class AwsProvider(Provider):
 
     name = "aws"
     unsupported = {}
+    sdk_modules = ("boto3",)
+    extra = "aws"
+    template = "ticket_aws.md.j2"
+    # ../shared/reference/cloud-apis.md, by line
+    limits = DeskLimits(
+        "aws",
+        body_max_chars=8000,  # :105 create_case `communicationBody` (1-8000 chars); :787
+        attachment_max_bytes=5 * MB,  # :110 add_attachments_to_set "Up to 3 attachments per set, 5 MB each"; :785
+        large_upload_max_bytes=157_286_400,  # :111 get_attachment_upload_links `fileSizeBytes` 1-157,286,400; :786
+        max_attachments=3,  # :110 per attachment set (the upload-link path takes 10 `uploadIds`, :105 and :127)
+        file_name_max=None,  # not documented
+    )
+    # cloud-apis.md 1.1, describe_severity_levels; `critical` needs Enterprise On-Ramp or Enterprise
+    scale = Scale(
+        "aws",
+        "severityCode",
+        (
+            Level("low", "General guidance"),
+            Level("normal", "System impaired"),
+            Level("high", "Production system impaired"),
+            Level("urgent", "Production system down"),
+            Level("critical", "Business-critical system down",
+                  plans=frozenset({"enterprise-on-ramp", "enterprise", "unified-operations"})),
+        ),
+        {Severity.CRITICAL: "critical", Severity.MAJOR: "high", Severity.MINOR: "normal", Severity.INFO: "low"},
+    )
 
     def __init__(self, paths: Paths, *, sleep: Callable[[float], None] = time.sleep,
                  now: Callable[[], datetime] | None = None) -> None:
@@ -168,6 +196,9 @@ class AwsProvider(Provider):
     # codes
 
     def _codes(self) -> supportapi.CaseCodes:
+        failed = getattr(self, "_codes_error", None)
+        if failed is not None:  # asked once in this run already (desk_severity): the same answer, not a second call
+            raise failed
         s = self.settings
         support = self._support()
         now = self._now().timestamp()
@@ -176,15 +207,32 @@ class AwsProvider(Provider):
             now=now, fetch=lambda: supportapi.fetch_codes(self._call, support, service_code=s.service_code,
                                                           language=s.language, now=now))
 
+    def _sent_severity(self, severity: Severity | str, codes: supportapi.CaseCodes | None) -> DeskSeverity:
+        """The configured mapping and caps, then the highest level this account's plan offers at or below it
+        (DescribeSeverityLevels): what CreateCase sends, and what the ticket's body says."""
+        s = self.settings
+        mapped = desk_severity("aws", severity, max_level=s.max_severity, plan=s.support_plan, overrides=s.severity)
+        picked = supportapi.pick_severity(mapped, codes.severity_levels if codes else ())
+        if picked == mapped.code:
+            return mapped
+        return dataclasses.replace(mapped, code=picked, label=scale_for("aws").level(picked).label,
+                                   capped_by="severity levels this account's support plan offers")
+
+    def desk_severity(self, severity: Severity | str) -> DeskSeverity:
+        try:
+            codes = self._codes()
+        except ProviderError as exc:  # no credentials or no plan: the body says the mapping; the filing, the error
+            self._codes_error: ProviderError | None = exc
+            codes = None
+        return self._sent_severity(severity, codes)
+
     def _case_payload(self, escalation_id: str, draft: TicketDraft, codes: supportapi.CaseCodes | None) -> dict:
         s = self.settings
-        mapped = desk_severity("aws", draft.severity, max_level=s.max_severity, plan=s.support_plan,
-                               overrides=s.severity)
         payload: dict[str, Any] = {
             "subject": _subject(escalation_id, draft.title),
             "communicationBody": draft.body.strip() or draft.title,
             "serviceCode": s.service_code,
-            "severityCode": supportapi.pick_severity(mapped, codes.severity_levels if codes else ()),
+            "severityCode": self._sent_severity(draft.severity, codes).code,
             "issueType": "technical",
             "language": s.language,
         }
@@ -397,20 +445,16 @@ class AwsProvider(Provider):
 
     # faulty host
 
-    def report_faulty_host(self, placement: Placement, findings: list[Any]) -> FaultyHostReport:
-        """ReportInstanceStatus `impaired`, with the reason codes the findings map to and their summaries."""
-        instance_id = ec2api.require_instance(placement)
-        relevant = ec2api.reportable_findings(placement, findings)
-        if not relevant:
-            raise ProviderError(f"{placement.host}: no major or critical finding to report", where=self.name)
-        codes = ec2api.reason_codes(relevant)
-        description = ec2api.report_description(f"fabricase: {len(relevant)} finding(s) on {placement.host}",
-                                                relevant)
+    def report_faulty_host(self, placement: Placement, report: HostReport, *,
+                           disruption: str = "future") -> FaultyHostReport:
+        """ReportInstanceStatus `impaired` for the host's instance: the reason codes of its own suspects'
+        findings, StartTime from its first error, and the report's description, which names the support case
+        (aws_ec2.report_params: exactly what `report-faulty --dry-run` prints). EC2 has no disruption schedule."""
+        params = ec2api.report_params(placement, report)
         ec2 = self._client("ec2", placement.region or self._regions()[0])
-        self._call("ReportInstanceStatus", lambda: ec2.report_instance_status(
-            Instances=[instance_id], Status="impaired", ReasonCodes=codes, Description=description))
-        return FaultyHostReport(channel="ec2:ReportInstanceStatus", reference=instance_id,
-                                raw_status="impaired: " + ",".join(codes))
+        self._call("ReportInstanceStatus", lambda: ec2.report_instance_status(**params))
+        return FaultyHostReport(channel=ec2api.CHANNEL, reference=params["Instances"][0],
+                                raw_status="impaired: " + ",".join(params["ReasonCodes"]))
 
     # check
 

@@ -1,6 +1,8 @@
 """The AWS provider's configuration (`[providers.aws]`), its boto3 clients, and how SDK errors read.
 
-Credentials only through boto3's own chain; botocore's retries are off because providers.retry retries.
+Credentials only through boto3's own chain. Reads (Describe*, List*, Get*) retry in botocore's own adaptive
+mode (client-side rate limiting after throttling); writes are never retried by botocore, only by providers.retry,
+which searches for the case a failed CreateCase may have opened before trying again.
 """
 
 from __future__ import annotations
@@ -13,21 +15,24 @@ import boto3
 import botocore.exceptions
 import httpx
 from botocore.config import Config
-from botocore.parsers import ResponseParserError
 
 from fabricase.errors import ConfigError, ProviderError
 from fabricase.providers.aws_support import DEFAULT_SERVICE
+from fabricase.providers.retry import (
+    ATTEMPTS,
+    THROTTLING_CODES,
+    http_status,
+    is_transient,
+    mark_sdk_retried,
+    not_an_api_response,
+)
 
-__all__ = ["ATTACHMENT_MODES", "AwsSettings", "describe_error", "error_code", "http_status", "is_transient",
-           "make_client", "settings_from"]
+__all__ = ["ATTACHMENT_MODES", "READ_PREFIXES", "AwsSettings", "describe_error", "error_code", "http_status",
+           "is_read", "is_transient", "make_client", "settings_from"]
 
 ATTACHMENT_MODES = ("auto", "upload-links", "attachment-set")
-
-_THROTTLED = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded", "TooManyRequestsException",
-    "RequestThrottled", "RequestThrottledException", "SlowDown", "EC2ThrottledException", "PriorRequestNotComplete",
-})
-_SERVER = frozenset({"InternalServerError", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"})
+# Operations that change nothing: botocore's adaptive mode retries them. Every other one is a write.
+READ_PREFIXES = ("Describe", "List", "Get")
 _DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess"})
 _REJECTED = frozenset({"AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch",
                        "ExpiredToken", "ExpiredTokenException"})
@@ -113,40 +118,61 @@ def settings_from(profile: Mapping[str, Any], where: str = "config.toml") -> Aws
 
 # --- clients and errors ------------------------------------------------------------------------------------
 
+def is_read(operation: str) -> bool:
+    """A Describe/List/Get operation: it changes nothing, so the SDK may send it again."""
+    return operation.startswith(READ_PREFIXES)
+
+
+def _failed(response: Any) -> botocore.exceptions.ClientError | None:
+    """The ClientError a (http_response, parsed) answer will raise, None for a success."""
+    if not response or not isinstance(response[1], dict) or getattr(response[0], "status_code", 200) < 300:
+        return None
+    return botocore.exceptions.ClientError(response[1], "")
+
+
+def _sdk_retry_gate(operation: Any = None, response: Any = None, **_: Any) -> bool | None:
+    """botocore's needs-retry, asked before its own handler: False (no SDK retry) for a write, which
+    providers.retry retries after its reconcile, and for an answer that is not the API's; None lets botocore's
+    adaptive mode decide for a read."""
+    if operation is None or not is_read(operation.name):
+        return False
+    failed = _failed(response)
+    return False if failed is not None and not_an_api_response(failed) else None
+
+
+def _mark_read_failures(operation: Any = None, response: Any = None, caught_exception: Any = None,
+                        **_: Any) -> None:
+    """Each failed read is marked as retried by the SDK: when botocore gives up, providers.retry does not start
+    again (the mark of the last attempt is what reaches the caller)."""
+    if operation is None or not is_read(operation.name):
+        return
+    if caught_exception is not None:
+        mark_sdk_retried(caught_exception)
+    elif _failed(response) is not None:
+        mark_sdk_retried(response[1])  # the parsed error: it becomes ClientError.response
+
+
 def make_client(service: str, settings: AwsSettings, region: str | None) -> Any:
-    """A boto3 client on the standard credential chain, with botocore's own retries off (providers.retry
-    retries) and the configured endpoint, if any."""
+    """A boto3 client on the standard credential chain and the configured endpoint, if any. Reads retry in
+    botocore's adaptive mode (ATTEMPTS in all); writes are sent once per providers.retry attempt."""
     try:
         session = boto3.session.Session(profile_name=settings.profile)
     except botocore.exceptions.ProfileNotFound as exc:
         raise ProviderError(f"AWS profile {settings.profile!r} not found", where="aws") from exc
     endpoint = settings.endpoints.get(service) or settings.endpoints.get("*")
-    config = Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=120,
-                    user_agent_extra="fabricase")
-    return session.client(service, region_name=region, endpoint_url=endpoint, config=config)
+    config = Config(retries={"mode": "adaptive", "total_max_attempts": ATTEMPTS}, connect_timeout=10,
+                    read_timeout=120, user_agent_extra="fabricase")
+    client = session.client(service, region_name=region, endpoint_url=endpoint, config=config)
+    event = f"needs-retry.{client.meta.service_model.service_id.hyphenize()}"
+    client.meta.events.register_first(event, _sdk_retry_gate, unique_id=f"fabricase-gate-{event}")
+    client.meta.events.register(event, _mark_read_failures, unique_id=f"fabricase-mark-{event}")
+    return client
 
 
 def error_code(exc: BaseException | None) -> str | None:
     if isinstance(exc, botocore.exceptions.ClientError):
         return str(exc.response.get("Error", {}).get("Code") or "") or None
     return None
-
-
-def http_status(exc: BaseException) -> int | None:
-    if isinstance(exc, botocore.exceptions.ClientError):
-        return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code
-    return None
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Throttling, a 5xx, or a connection that failed or timed out: worth another try."""
-    code, status = error_code(exc), http_status(exc)
-    if code in _THROTTLED or code in _SERVER or (status is not None and (status >= 500 or status == 429)):
-        return True
-    return isinstance(exc, botocore.exceptions.ConnectionError | botocore.exceptions.HTTPClientError
-                      | ResponseParserError | httpx.TransportError)
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -169,7 +195,7 @@ def describe_error(exc: BaseException) -> str:
             return f"permission denied ({code}): {message}"
         if code in _REJECTED:
             return f"AWS credentials rejected ({code}): {message}"
-        if code in _THROTTLED:
+        if code in THROTTLING_CODES:
             return f"throttled ({code}): {message}"
         if status is not None and status >= 500:
             return f"AWS server error {status} ({code or 'no code'})"

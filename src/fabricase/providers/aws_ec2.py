@@ -1,24 +1,27 @@
 """EC2 side of the AWS provider: host -> instance -> placement and network topology, and the faulty-host report.
 
-Pure helpers (instance ids, batching, placement building, reason codes) and thin API walkers that take a `call`
+Pure helpers (instance ids, batching, placement building, reason codes, the ReportInstanceStatus request of a
+fabricase.faulty.HostReport) and thin API walkers that take a `call`
 (the provider's retrying wrapper) and a boto3 EC2 client. Field names are botocore's ec2 model (see
 ../shared/reference/cloud-apis.md section 1.2).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fabricase.errors import ProviderError
-from fabricase.models import Finding, Placement, Severity
+from fabricase.faulty import HostReport, ReportRequest
+from fabricase.models import Finding, Placement
+from fabricase.providers.base import PlannedRequest
 from fabricase.providers.identity import EC2_INSTANCE_ID
 from fabricase.redact import gate
 
 __all__ = [
-    "BATCH", "IDENTITY_KEYS", "REASON_CODES", "describe_capacity_blocks", "describe_instances",
-    "describe_topology", "instance_id_of", "placement_of", "reason_codes", "report_description",
-    "reportable_findings", "require_instance",
+    "BATCH", "CHANNEL", "IDENTITY_KEYS", "REASON_CODES", "describe_capacity_blocks", "describe_instances",
+    "describe_topology", "instance_id_of", "placement_of", "planned_report", "reason_codes", "report_category",
+    "report_description", "report_params", "require_instance",
 ]  # fmt: skip
 
 # describe_instances (instance-id filter), describe_instance_topology (InstanceIds: "Maximum 100 explicitly
@@ -144,21 +147,7 @@ REASON_CODES: dict[str, str] = {
     "imex": "performance-other",
 }
 _KIND_CODES = {"host-unreachable": "unresponsive"}
-_REPORTED = (Severity.CRITICAL, Severity.MAJOR)
-
-
-def _as_finding(f: Any) -> Finding:
-    return f if isinstance(f, Finding) else Finding.from_dict(f)
-
-
-def reportable_findings(placement: Placement, findings: Iterable[Any]) -> list[Finding]:
-    """The major and critical findings that concern this host: on it, or on a network node above it."""
-    above = set(placement.topology)
-    out = []
-    for f in map(_as_finding, findings):
-        if f.severity in _REPORTED and (f.host == placement.host or (f.host is None and f.component in above)):
-            out.append(f)
-    return sorted(out, key=lambda f: f.sort_key)
+CHANNEL = "ec2:ReportInstanceStatus"
 
 
 def reason_codes(findings: Iterable[Finding]) -> list[str]:
@@ -169,6 +158,34 @@ def reason_codes(findings: Iterable[Finding]) -> list[str]:
         if code not in codes:
             codes.append(code)
     return codes or ["other"]
+
+
+def report_category(placement: Placement, findings: Sequence[Finding]) -> str:
+    """The reason code of the host's worst finding: a report's category on EC2."""
+    return reason_codes(sorted(findings, key=lambda f: f.sort_key))[0]
+
+
+def report_params(placement: Placement, report: HostReport) -> dict[str, Any]:
+    """The ReportInstanceStatus parameters for one host's report: `impaired`, the reason codes of its own
+    findings (worst first), StartTime from its first error and the report's description (which names the case).
+    ProviderError when the host has no instance id or nothing to report."""
+    instance_id = require_instance(placement)
+    if not report.suspects:
+        raise ProviderError(f"{placement.host}: no provider-owned major or critical suspect to report", where="aws")
+    codes = reason_codes(report.findings)
+    if report.category in codes:  # the category first: it is what the report is about
+        codes.remove(report.category)
+        codes.insert(0, report.category)
+    return {"Instances": [instance_id], "Status": "impaired", "StartTime": report.start, "ReasonCodes": codes,
+            "Description": report.description[:DESCRIPTION_MAX]}
+
+
+def planned_report(placement: Placement, report: HostReport, *, disruption: str = "future") -> ReportRequest:
+    """The request report_faulty_host sends for this report, as a dry run prints it (StartTime in ISO 8601).
+    EC2 has no disruption schedule: a status report takes nothing out of service by itself."""
+    params = report_params(placement, report)
+    payload = {**params, "StartTime": params["StartTime"].strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return ReportRequest(CHANNEL, PlannedRequest("ec2", "ReportInstanceStatus", payload))
 
 
 DESCRIPTION_MAX = 1000  # not documented in the ec2 model; kept short enough for any console view

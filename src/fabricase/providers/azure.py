@@ -27,9 +27,10 @@ from typing import Any
 
 from fabricase.config import CONFIG_FILE, Paths, provider_profile
 from fabricase.errors import FabricaseError, ProviderError
-from fabricase.models import EscalationState, Finding, Placement, TicketDraft
-from fabricase.providers import azure_sdk
-from fabricase.providers.azure_health import IMPACT_API_VERSION, impact_body, impact_category, impact_name, impact_path
+from fabricase.faulty import HostReport
+from fabricase.models import EscalationState, Placement, Severity, TicketDraft
+from fabricase.providers import azure_sdk, install_hint
+from fabricase.providers.azure_health import IMPACT_API_VERSION, impact_body, impact_name, impact_path
 from fabricase.providers.azure_locate import (
     LOCATE_WORKERS,
     is_azure_vm,
@@ -41,6 +42,7 @@ from fabricase.providers.azure_locate import (
 from fabricase.providers.azure_sdk import ARM_SCOPE, AzureProfile
 from fabricase.providers.azure_ticket import (
     FILE_MAX,
+    LIMITS,
     communication_name,
     ticket_comment,
     ticket_name,
@@ -58,7 +60,7 @@ from fabricase.providers.base import (
     attachment_ref,
     case_marker,
 )
-from fabricase.templates.severity import desk_severity
+from fabricase.templates.severity import DeskSeverity, Level, Scale, desk_severity
 
 __all__ = [
     "AzureProvider",
@@ -81,6 +83,27 @@ class AzureProvider(Provider):
 
     name = "azure"
     unsupported = {}
+    sdk_modules = ("azure.identity", "azure.mgmt.compute", "azure.mgmt.support")  # imported when first used
+    extra = "azure"
+    template = "ticket_azure.md.j2"
+    limits = LIMITS  # azure_ticket.py, where the file workspace's uploads are cut to them
+    # cloud-apis.md 3.2, SupportTicketDetails.severity; `highestcriticalimpact` is for Premium customers
+    scale = Scale(
+        "azure",
+        "severity",
+        (
+            Level("minimal", "Severity C: minimal business impact"),
+            Level("moderate", "Severity B: moderate business impact"),
+            Level("critical", "Severity A: critical business impact"),
+            Level("highestcriticalimpact", "Severity A: highest critical impact", plans=frozenset({"premium"})),
+        ),
+        {
+            Severity.CRITICAL: "critical",
+            Severity.MAJOR: "moderate",
+            Severity.MINOR: "minimal",
+            Severity.INFO: "minimal",
+        },
+    )
 
     def __init__(self, paths: Paths, *, credential: Any = None, sleep: Callable[[float], None] = time.sleep,
                  now: Callable[[], datetime] | None = None) -> None:
@@ -99,12 +122,12 @@ class AzureProvider(Provider):
             try:
                 self._credential = credential_factory()
             except ImportError as exc:
-                raise ProviderError("azure-identity is not installed: pip install 'fabricase[azure]'",
+                raise ProviderError(f"azure-identity is not installed: {install_hint(self.extra)}",
                                     where=self.name) from exc
         return self._credential
 
-    def _call(self, operation: str, fn: Callable[[], Any]) -> Any:
-        return azure_sdk.call(fn, operation, sleep=self._sleep)
+    def _call(self, operation: str, fn: Callable[[], Any], reconcile: Callable[[], Any] | None = None) -> Any:
+        return azure_sdk.call(fn, operation, sleep=self._sleep, reconcile=reconcile)
 
     def _client(self, kind: str) -> Any:
         if kind not in self._clients:
@@ -115,9 +138,10 @@ class AzureProvider(Provider):
                 else:
                     from azure.mgmt.support import MicrosoftSupport as client_class
             except ImportError as exc:
-                raise ProviderError(f"{exc.name} is not installed: pip install 'fabricase[azure]'",
+                raise ProviderError(f"{exc.name} is not installed: {install_hint(self.extra)}",
                                     where=self.name) from exc
-            self._clients[kind] = client_class(self.credential, subscription, **self.profile.client_options())
+            self._clients[kind] = client_class(self.credential, subscription,
+                                               **self.profile.client_options(sleep=self._sleep))
         return self._clients[kind]
 
     @property
@@ -216,12 +240,15 @@ class AzureProvider(Provider):
             phone_number=c.get("phone") or None,
         )
 
+    def desk_severity(self, severity: Severity | str) -> DeskSeverity:
+        return desk_severity("azure", severity, max_level=self.profile.max_severity, plan=self.profile.support_plan,
+                             overrides=self.profile.severity)
+
     def _details(self, name: str, escalation_id: str, draft: TicketDraft, service_id: str,
                  problem_id: str) -> Any:
         from azure.mgmt.support import models
 
-        severity = desk_severity("azure", draft.severity, max_level=self.profile.max_severity,
-                                 plan=self.profile.support_plan, overrides=self.profile.severity)
+        severity = self.desk_severity(draft.severity)
         marker = case_marker(escalation_id)
         title = f"{marker} {draft.title}"
         resource = _RESOURCE_ID.search(draft.body)
@@ -312,17 +339,18 @@ class AzureProvider(Provider):
                 self._upload(name, files)
             else:
                 details.file_workspace_name = None
+            # a PUT whose answer was lost may have made the ticket: it is looked up by its name before a retry
             ticket = self._call(f"PUT supportTickets/{name}",
                                 lambda: self.support.support_tickets.begin_create(
-                                    name, details, polling_interval=self.profile.poll_interval_s).result())
+                                    name, details, polling_interval=self.profile.poll_interval_s).result(),
+                                reconcile=lambda: self._get_ticket(name))
         return self._filing(ticket)
 
     def plan_case(self, *, escalation_id: str, draft: TicketDraft, bundle_path: Path | None) -> list[PlannedRequest]:
         """The requests file_case sends, without sending any (the service and problem classification are
         shown as configured: file_case looks their ids up)."""
         name = ticket_name(escalation_id, draft.bundle_id)
-        severity = desk_severity("azure", draft.severity, max_level=self.profile.max_severity,
-                                 plan=self.profile.support_plan, overrides=self.profile.severity)
+        severity = self.desk_severity(draft.severity)
         plan: list[PlannedRequest] = []
         with tempfile.TemporaryDirectory(prefix="fabricase-azure-") as tmp:
             files = self._attachments([bundle_path] if bundle_path is not None else [], Path(tmp))
@@ -411,19 +439,17 @@ class AzureProvider(Provider):
 
     # --- Guest Health Reporting ----------------------------------------------------------------------------
 
-    def report_faulty_host(self, placement: Placement, findings: list[Finding]) -> FaultyHostReport:
-        """PUT a workloadImpact for the VM: Azure takes the node out and repairs it."""
+    def report_faulty_host(self, placement: Placement, report: HostReport, *,
+                           disruption: str = "future") -> FaultyHostReport:
+        """PUT a workloadImpact for the VM (Azure takes the node out and repairs it): the body of
+        azure_health.impact_body, with this host's own category, first error and description, under a name of
+        its own per attempt. Refused, sending nothing, when the report has no suspect. No disruption schedule."""
         import httpx
 
+        body = impact_body(placement, report, physical_host=placement.extra.get("physical_host_name") or "")
         subscription = self.profile.need_subscription()
-        physical = placement.extra.get("physical_host_name")
-        if not placement.instance_id or not physical:
-            need = "its ARM resource id (locate it first)" if not placement.instance_id else (
-                "its PhysicalHostName (Hyper-V KVP pool 3 in the capture)")
-            raise ProviderError(f"Guest Health Reporting needs {need}", where=placement.host)
-        category = impact_category(findings)
-        name = impact_name(placement.instance_id, category, findings, attempt=uuid.uuid4().hex)
-        body = impact_body(placement, findings, physical_host=physical, started=self._now(), category=category)
+        category = report.category
+        name = impact_name(placement.instance_id or "", category, report.findings, attempt=uuid.uuid4().hex)
         url = f"{self.profile.endpoint}{impact_path(subscription, name)}"
         tries = 0
 

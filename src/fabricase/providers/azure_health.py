@@ -6,7 +6,8 @@ node is bad, so that it is taken out and repaired. No SDK exists for it: a PUT t
                     "additionalProperties": {"PhysicalHostName", ...}}}
 
 Field names are case-sensitive (camelCase outside, PascalCase inside additionalProperties); PhysicalHostName
-is required. The category is chosen from the host's worst finding (IMPACT_CATEGORIES). Source:
+is required. The category is chosen from the host's own worst finding (IMPACT_CATEGORIES), the text and start
+time come from its fabricase.faulty.HostReport. Source:
 ../shared/reference/cloud-apis.md section 3.1 (MicrosoftDocs azure-impact-reporting guest-health-*.md).
 """
 
@@ -15,13 +16,17 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC
 from typing import Any
 
+from fabricase.errors import ProviderError
+from fabricase.faulty import HostReport, ReportRequest
 from fabricase.models import Finding, Placement
+from fabricase.providers.base import PlannedRequest
 from fabricase.redact import gate
 
 __all__ = [
+    "CHANNEL",
     "GENERIC_CATEGORY",
     "IMPACT_API_VERSION",
     "IMPACT_CATEGORIES",
@@ -29,9 +34,12 @@ __all__ = [
     "impact_category",
     "impact_name",
     "impact_path",
+    "planned_report",
+    "report_category",
 ]
 
 IMPACT_API_VERSION = "2025-01-01-preview"
+CHANNEL = "Microsoft.Impact/workloadImpacts"
 _UNHEALTHY = "Resource.Hpc.Unhealthy."
 GENERIC_CATEGORY = _UNHEALTHY + "HpcGenericFailure"
 DESCRIPTION_MAX = 1000  # kept short: the support ticket carries the full text
@@ -121,18 +129,40 @@ def _description(findings: Sequence[Finding]) -> str:
     return text if len(text) <= DESCRIPTION_MAX else text[: DESCRIPTION_MAX - 3] + "..."
 
 
-def impact_body(placement: Placement, findings: Sequence[Finding], *, physical_host: str, started: datetime,
-                category: str | None = None) -> dict[str, Any]:
-    """The workloadImpacts PUT body for one VM (placement.instance_id: its ARM resource id)."""
+def report_category(placement: Placement, findings: Sequence[Finding]) -> str:
+    """A report's category on Azure: the impact category of the host's own worst finding."""
+    return impact_category(findings)
+
+
+def impact_body(placement: Placement, report: HostReport, *, physical_host: str) -> dict[str, Any]:
+    """The workloadImpacts PUT body for one host's report (placement.instance_id: its ARM resource id): the
+    report's category (from THIS host's suspects), its first error as startDateTime, and its description, which
+    names the escalation and the support case. ProviderError when there is nothing to report or the VM is not
+    known well enough to be reported."""
+    if not report.suspects:
+        raise ProviderError(f"{placement.host}: no provider-owned major or critical suspect to report; Guest Health "
+                            "Reporting takes the node out of service, so nothing is sent", where="azure")
+    if not placement.instance_id or not physical_host:
+        need = "its ARM resource id (locate it first)" if not placement.instance_id else (
+            "its PhysicalHostName (Hyper-V KVP pool 3 in the capture)")
+        raise ProviderError(f"Guest Health Reporting needs {need}", where=placement.host)
     additional: dict[str, Any] = {"PhysicalHostName": physical_host}
     if placement.region:
         additional["Location"] = placement.region
     return {
         "properties": {
-            "startDateTime": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "impactCategory": category or impact_category(findings),
-            "impactDescription": _description(findings),
+            "startDateTime": report.start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "impactCategory": report.category,
+            "impactDescription": report.description[:DESCRIPTION_MAX],
             "impactedResourceId": placement.instance_id,
             "additionalProperties": additional,
         }
     }
+
+
+def planned_report(placement: Placement, report: HostReport, *, disruption: str = "future") -> ReportRequest:
+    """The PUT report_faulty_host sends for this report, as a dry run prints it. The impact name shown ends in
+    "dryrun": a real report names each attempt afresh (impact_name). Azure has no disruption schedule."""
+    body = impact_body(placement, report, physical_host=placement.extra.get("physical_host_name") or "")
+    name = impact_name(placement.instance_id or "", report.category, report.findings, attempt="dryrun")
+    return ReportRequest(CHANNEL, PlannedRequest("Microsoft.Impact", f"PUT workloadImpacts/{name}", body))

@@ -1,9 +1,10 @@
 """The Azure side of the Azure provider: the profile, the credential, SDK clients, and errors as one line.
 
 Credentials come only from azure-identity's DefaultAzureCredential (environment, workload identity, managed
-identity, `az login`, ...); nothing is stored. The SDKs' own retries are off (`retry_total=0`): every call
-goes through providers.retry.call_with_retries once, which retries throttling (429, honouring Retry-After)
-and 5xx a bounded number of times.
+identity, `az login`, ...); nothing is stored. Every call goes through providers.retry.call_with_retries.
+Reads (GET, HEAD) retry inside azure-core, with a RetryPolicy on the policy's transient table (ReadRetryPolicy);
+what it gives up on is final. Writes (PUT, POST, PATCH) are never retried by the SDK: providers.retry retries
+them, and a ticket's PUT only after looking the ticket up by its name (`reconcile=`).
 """
 
 from __future__ import annotations
@@ -13,19 +14,31 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, TypeVar
 
 from fabricase.errors import ConfigError, ProviderError
-from fabricase.providers.retry import call_with_retries
+from fabricase.providers.retry import (
+    ATTEMPTS,
+    BASE_DELAY_S,
+    MAX_DELAY_S,
+    MAX_RETRY_AFTER_S,
+    call_with_retries,
+    http_status,
+    is_transient,
+    mark_sdk_retried,
+    retry_after,
+)
 
 __all__ = [
     "ARM_ENDPOINT",
     "ARM_SCOPE",
+    "READ_METHODS",
     "AzureProfile",
     "call",
     "default_credential",
     "describe_error",
-    "is_transient",
+    "read_retry_policy",
     "status_of",
 ]
 
@@ -33,7 +46,7 @@ T = TypeVar("T")
 ARM_ENDPOINT = "https://management.azure.com"
 ARM_SCOPE = "https://management.azure.com/.default"
 PROVIDER = "azure"
-RETRY_AFTER_MAX_S = 60.0  # a desk asking for longer than this is down, not throttling
+READ_METHODS = frozenset({"GET", "HEAD"})  # what azure-core may send again; every other method is a write
 _MESSAGE_MAX = 300
 _CONTACT_KEYS = ("first_name", "last_name", "email", "country", "timezone")
 CONTACT_METHODS = ("email", "phone")  # ContactProfile.preferred_contact_method (azure-mgmt-support 7.0.0)
@@ -105,9 +118,10 @@ class AzureProfile:
                               where=PROVIDER)
         return email
 
-    def client_options(self) -> dict[str, Any]:
-        """Keyword arguments for every SDK client: the endpoint, the CA to trust for it, no SDK retries."""
-        options: dict[str, Any] = {"retry_total": 0}
+    def client_options(self, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+        """Keyword arguments for every SDK client: the endpoint, the CA to trust for it, and the retry policy
+        (reads only, sleeping with `sleep`)."""
+        options: dict[str, Any] = {"retry_policy": read_retry_policy(sleep)}
         if self.endpoint != ARM_ENDPOINT:
             options["base_url"] = self.endpoint
         if self.ca_bundle:
@@ -137,37 +151,64 @@ def default_credential() -> Any:
     return DefaultAzureCredential(exclude_interactive_browser_credential=True)
 
 
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status behind an SDK or httpx error, None when no response came back."""
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        return status
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    return status if isinstance(status, int) else None
+status_of = http_status  # the HTTP status behind an SDK or httpx error, None when no response came back
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return min(RETRY_AFTER_MAX_S, max(0.0, float(value))) if value is not None else None
-    except (TypeError, ValueError):
-        return None  # an HTTP date: the backoff's own delay stands
+class _Answered(Exception):
+    """An HTTP answer seen as the error it will become, for the policy's table."""
+
+    def __init__(self, response: Any) -> None:
+        super().__init__(getattr(response, "status_code", None))
+        self.response = response
 
 
-def is_transient(exc: BaseException) -> bool:
-    """Throttling (429), a server error (5xx) or a connection that failed: worth another try."""
-    from azure.core.exceptions import ClientAuthenticationError, ServiceRequestError, ServiceResponseError
+@cache
+def _read_retry_policy_class() -> type:
+    from azure.core.exceptions import AzureError
+    from azure.core.pipeline.policies import RetryPolicy
 
-    if isinstance(exc, ClientAuthenticationError):
-        return False
-    status = status_of(exc)
-    if status is not None:
-        return status == 429 or status >= 500
-    import httpx
+    class ReadRetryPolicy(RetryPolicy):
+        """azure-core's RetryPolicy for reads only: a GET or HEAD is retried while providers.retry's table says
+        transient (never an answer that is not the API's, nor a Retry-After over MAX_RETRY_AFTER_S), with at
+        least the wait Retry-After asks; a write is sent once. What it gives up on is marked final."""
 
-    return isinstance(exc, ServiceRequestError | ServiceResponseError | httpx.TransportError)
+        def __init__(self, sleep: Callable[[float], None]) -> None:
+            super().__init__(retry_total=ATTEMPTS - 1, retry_backoff_factor=BASE_DELAY_S,
+                             retry_backoff_max=MAX_DELAY_S)
+            self._sleep_with = sleep
+
+        def _is_method_retryable(self, settings: Any, request: Any, response: Any = None) -> bool:
+            return request.method.upper() in READ_METHODS
+
+        def is_retry(self, settings: Any, response: Any) -> bool:
+            if response.http_request.method.upper() not in READ_METHODS or not settings["total"]:
+                return False
+            answered = _Answered(response.http_response)
+            wait = retry_after(response.http_response.headers)
+            return is_transient(answered) and (wait is None or wait <= MAX_RETRY_AFTER_S)
+
+        def sleep(self, settings: Any, transport: Any, response: Any = None) -> None:
+            wait = retry_after(response.http_response.headers) if response is not None else None
+            self._sleep_with(max(self.get_backoff_time(settings), wait or 0.0))
+
+        def send(self, request: Any) -> Any:
+            read = request.http_request.method.upper() in READ_METHODS
+            try:
+                response = super().send(request)
+            except AzureError as err:
+                if read:
+                    mark_sdk_retried(err)
+                raise
+            if read and response.http_response.status_code >= 400:
+                mark_sdk_retried(response.http_response)  # the HttpResponseError the SDK raises carries it
+            return response
+
+    return ReadRetryPolicy
+
+
+def read_retry_policy(sleep: Callable[[float], None] = time.sleep) -> Any:
+    """The azure-core RetryPolicy of every client: reads retried in the SDK, writes left to providers.retry."""
+    return _read_retry_policy_class()(sleep)
 
 
 def _error_code_message(exc: BaseException) -> tuple[str | None, str]:
@@ -216,23 +257,9 @@ def describe_error(exc: BaseException) -> str:
     return _one_line(f"{type(exc).__name__}: {message}")
 
 
-class _RetryHint:
-    """Carries the server's Retry-After from the failed attempt to the next sleep."""
-
-    def __init__(self, sleep: Callable[[float], None]) -> None:
-        self._sleep = sleep
-        self.retry_after: float | None = None
-
-    def transient(self, exc: BaseException) -> bool:
-        self.retry_after = _retry_after(exc)
-        return is_transient(exc)
-
-    def sleep(self, delay: float) -> None:
-        self._sleep(max(delay, self.retry_after or 0.0))
-
-
-def call(fn: Callable[[], T], operation: str, *, sleep: Callable[[float], None] = time.sleep) -> T:
-    """fn() with bounded retries; any failure is one ProviderError naming the operation."""
-    hint = _RetryHint(sleep)
-    return call_with_retries(fn, provider=PROVIDER, operation=operation, transient=hint.transient,
-                             describe=describe_error, sleep=hint.sleep)
+def call(fn: Callable[[], T], operation: str, *, sleep: Callable[[float], None] = time.sleep,
+         reconcile: Callable[[], T | None] | None = None) -> T:
+    """fn() under providers.retry; any failure is one ProviderError naming the operation. `reconcile` (a
+    create): the lookup run before each retry, whose find is returned instead of creating again."""
+    return call_with_retries(fn, provider=PROVIDER, operation=operation, describe=describe_error, sleep=sleep,
+                             reconcile=reconcile)

@@ -10,14 +10,27 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from fabricase.bundler.limits import DESK_LIMITS, file_name_problem, fit_file_name
+from fabricase.bundler.limits import DeskLimits, file_name_problem, fit_file_name
 from fabricase.models import EscalationState
 from fabricase.providers.base import CaseComment
 
 __all__ = ["CHUNK_BYTES", "FILE_MAX", "LIMITS", "communication_name", "ticket_comment", "ticket_name",
            "ticket_state", "upload_chunks", "upload_name"]
 
-LIMITS = DESK_LIMITS["azure"]
+# AzureProvider.limits; from ../shared/reference/cloud-apis.md, by line
+LIMITS = DeskLimits(
+    "azure",
+    body_max_chars=None,  # `description`: no length in cloud-apis.md (:585)
+    attachment_max_bytes=5_242_880,  # :615 "size between 1 and 5,242,880 bytes"; :612; :789
+    max_attachments=None,  # :789 "not documented"
+    file_name_max=110,  # :616 "file name <= 110 characters"
+    # :617-618 blocked extensions (Azure CLI's validators): the HTML report cannot go to this desk as is
+    blocked_extensions=frozenset({
+        ".bat", ".cmd", ".exe", ".ps1", ".js", ".vbs", ".com", ".lnk", ".reg", ".bin", ".cpl", ".inf", ".ins",
+        ".isu", ".job", ".jse", ".msi", ".msp", ".paf", ".pif", ".rgs", ".scr", ".sct", ".svg", ".vbe", ".vb",
+        ".ws", ".wsf", ".wsh", ".htm", ".html",
+    }),
+)
 FILE_MAX = LIMITS.attachment_max_bytes or 5_242_880  # files.create: file_size <= 5 MB
 CHUNK_BYTES = FILE_MAX // 2  # files.upload: chunks of <= 2.5 MB, at most 2
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")

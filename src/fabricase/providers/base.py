@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricase.config import Paths
 from fabricase.errors import UnsupportedError
-from fabricase.models import EscalationState, Placement, TicketDraft
+from fabricase.models import EscalationState, Placement, Severity, TicketDraft
 from fabricase.redact.gate import gated_methods
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from fabricase.bundler.limits import DeskLimits
-    from fabricase.templates.severity import Scale
+    from fabricase.templates.severity import DeskSeverity, Scale
 
 __all__ = [
     "CaseComment", "CaseStatus", "CheckResult", "FaultyHostReport", "Feature", "FilingResult", "PlannedRequest",
@@ -227,6 +227,12 @@ class Provider(abc.ABC):
         `open --report-faulty`) call this, through fabricase.faulty.send_reports, which records and dedupes."""
         self.require(Feature.FAULTY_HOST_REPORT)
         raise NotImplementedError(f"{self.name}: report_faulty_host")
+
+    def desk_severity(self, severity: Severity | str) -> DeskSeverity | None:
+        """The level this provider's desk is sent for a ticket of `severity`: its scale, caps, plan and overrides
+        applied, exactly as file_case sends it. The ticket's body says this, so the two never disagree. None: the
+        provider has no severity field of its own."""
+        return None
 
     def check(self) -> list[CheckResult]:
         """What works for this provider here (credentials found, support plan, permissions), filing nothing."""

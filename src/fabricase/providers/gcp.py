@@ -27,11 +27,11 @@ from typing import Any
 
 from google.cloud import support_v2
 
-from fabricase.bundler.limits import bundle_delivery, desk_limits
+from fabricase.bundler.limits import MB, DeskLimits, bundle_delivery, desk_limits
 from fabricase.bundler.parts import split_bundle
 from fabricase.config import Paths, provider_profile
 from fabricase.errors import ConfigError, ProviderError
-from fabricase.models import TicketDraft
+from fabricase.models import Severity, TicketDraft
 from fabricase.providers import gcp_support as support
 from fabricase.providers.base import (
     CaseStatus,
@@ -45,7 +45,7 @@ from fabricase.providers.base import (
 )
 from fabricase.providers.gcp_api import SUPPORT_ENDPOINT, as_dict
 from fabricase.providers.gcp_compute import GcpCompute
-from fabricase.templates.severity import desk_severity
+from fabricase.templates.severity import DeskSeverity, Level, Scale, desk_severity
 
 __all__ = ["GcpProvider"]
 
@@ -59,6 +59,32 @@ class GcpProvider(GcpCompute, Provider):
     unsupported = {
         Feature.REOPEN: "Cloud Support API v2 has no reopen: a closed case stays closed; open a new one that cites it",
     }
+    sdk_modules = ("google.cloud.compute_v1", "google.cloud.support_v2")
+    extra = "gcp"
+    template = "ticket_gcp.md.j2"
+    # ../shared/reference/cloud-apis.md, by line
+    limits = DeskLimits(
+        "gcp",
+        body_max_chars=12_800,  # :410 "Comment body is at most 12,800 characters"
+        # :419 and :788: the attachment limit "is not documented [UNVERIFIED]"; the strictest documented size
+        # keeps an upload safe until the real one is configured (desk_limits("gcp", attachment_max_bytes=...))
+        attachment_max_bytes=5 * MB,
+        max_attachments=None,  # :788 "not documented"
+    )
+    # cloud-apis.md 2.2, Case.priority
+    scale = Scale(
+        "gcp",
+        "priority",
+        (
+            Level("P4", "General questions"),
+            Level("P3", "Medium impact"),
+            Level("P2", "Severe impact: service greatly impaired"),
+            Level("P1", "Critical impact: service unusable in production"),
+            Level("P0", "Extreme impact: hard down"),
+        ),
+        # P0 is for a whole service hard down; one job's bad host or switch is P1 at worst.
+        {Severity.CRITICAL: "P1", Severity.MAJOR: "P2", Severity.MINOR: "P3", Severity.INFO: "P4"},
+    )
 
     def __init__(self, paths: Paths, *, credentials: Any = None, sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(paths)
@@ -67,11 +93,15 @@ class GcpProvider(GcpCompute, Provider):
         self._sleep = sleep
         self._clients: dict[str, Any] = {}
 
+    def desk_severity(self, severity: Severity | str) -> DeskSeverity:
+        p = self.profile
+        return desk_severity("gcp", severity, max_level=p.get("max_level"), plan=p.get("support_plan"),
+                             overrides=p.get("severity"))
+
     def _case_fields(self, marker: str, draft: TicketDraft, classification_id: str) -> dict[str, Any]:
         """The `Case` to create, as plain values (a dry run prints these)."""
         p = self.profile
-        level = desk_severity("gcp", draft.severity, max_level=p.get("max_level"), plan=p.get("support_plan"),
-                              overrides=p.get("severity"))
+        level = self.desk_severity(draft.severity)
         footer = f"\n\nfabricase escalation: {marker}"
         body = draft.body + footer if len(draft.body) + len(footer) <= support.COMMENT_MAX_CHARS else draft.body
         return {
@@ -91,7 +121,7 @@ class GcpProvider(GcpCompute, Provider):
         query = str(self.profile.get("classification_query", support.DEFAULT_CLASSIFICATION_QUERY))
         client = self._support("CaseServiceClient")
         found = self._call("cloudsupport.caseClassifications.search", lambda: [as_dict(c) for c in itertools.islice(
-            client.search_case_classifications(request={"query": query}, **self._kw()), 100)], "support")
+            client.search_case_classifications(request={"query": query}, **self._read_kw()), 100)], "support")
         chosen = support.choose_classification(found)
         if chosen is None:
             raise ProviderError(f"no case classification matches {query}: set classification_id in "
@@ -121,18 +151,18 @@ class GcpProvider(GcpCompute, Provider):
 
     def _case(self, name: str) -> dict[str, Any]:
         client = self._support("CaseServiceClient")
-        return self._call("cloudsupport.cases.get", lambda: as_dict(client.get_case(name=name, **self._kw())),
+        return self._call("cloudsupport.cases.get", lambda: as_dict(client.get_case(name=name, **self._read_kw())),
                           "support")
 
     def _find(self, marker: str) -> dict[str, Any] | None:
         client, parent = self._support("CaseServiceClient"), self._parent()
         searched = self._call("cloudsupport.cases.search", lambda: [as_dict(c) for c in itertools.islice(
-            client.search_cases(request={"parent": parent, "query": f'"{marker}"'}, **self._kw()), _LIST_MAX)],
+            client.search_cases(request={"parent": parent, "query": f'"{marker}"'}, **self._read_kw()), _LIST_MAX)],
             "support")
         hits = [c for c in searched if marker in c.get("display_name", "")]
         if not hits:  # the search index lags a fresh case: the list is authoritative
             listed = self._call("cloudsupport.cases.list", lambda: [as_dict(c) for c in itertools.islice(
-                client.list_cases(request={"parent": parent, "page_size": 100}, **self._kw()), _LIST_MAX)],
+                client.list_cases(request={"parent": parent, "page_size": 100}, **self._read_kw()), _LIST_MAX)],
                 "support")
             hits = [c for c in listed if marker in c.get("display_name", "")]
         return min(hits, key=lambda c: (c.get("create_time") or "", c["name"])) if hits else None
@@ -159,8 +189,11 @@ class GcpProvider(GcpCompute, Provider):
             if case is None:
                 fields = self._case_fields(marker, draft, self._classification_id())
                 client, parent = self._support("CaseServiceClient"), self._parent()
+                # cases.create has no request id: after a transient failure (a 504 once the case was made) the
+                # case is searched for by its marker before trying again, and adopted when found
                 case = self._call("cloudsupport.cases.create", lambda: as_dict(client.create_case(
-                    parent=parent, case=_new_case(fields), **self._kw())), "support")
+                    parent=parent, case=_new_case(fields), **self._kw())), "support",
+                    reconcile=lambda: self._find(marker))
             try:
                 self._upload_missing(case["name"], files)
             except ProviderError as exc:
@@ -191,7 +224,7 @@ class GcpProvider(GcpCompute, Provider):
             return
         client = self._support("CaseAttachmentServiceClient")
         present = self._call("cloudsupport.attachments.list", lambda: {a.filename for a in itertools.islice(
-            client.list_attachments(parent=case_name, **self._kw()), 1000)}, "support")
+            client.list_attachments(parent=case_name, **self._read_kw()), 1000)}, "support")
         for f in files:
             if f.name not in present:
                 self._upload(case_name, f)
@@ -232,7 +265,7 @@ class GcpProvider(GcpCompute, Provider):
         case = self._case(case_id)
         client = self._support("CommentServiceClient")
         comments = self._call("cloudsupport.comments.list", lambda: [as_dict(c) for c in itertools.islice(
-            client.list_comments(parent=case_id, **self._kw()), 1000)], "support")
+            client.list_comments(parent=case_id, **self._read_kw()), 1000)], "support")
         raw = str(case.get("state") or "STATE_UNSPECIFIED")
         return CaseStatus(case_id=case_id, raw_status=raw, state=support.case_state(raw),
                           comments=support.comments_from(comments))
@@ -283,13 +316,14 @@ class GcpProvider(GcpCompute, Provider):
 
     def _check_project(self, project: str) -> str:
         client = self._compute("ProjectsClient")
-        got = self._call("compute.projects.get", lambda: as_dict(client.get(project=project, **self._kw())), "compute")
+        got = self._call("compute.projects.get", lambda: as_dict(client.get(project=project, **self._read_kw())),
+                         "compute")
         return f"project {got.get('name') or project} readable"
 
     def _check_support(self) -> str:
         client, parent = self._support("CaseServiceClient"), self._parent()
         cases = self._call("cloudsupport.cases.list", lambda: list(itertools.islice(
-            client.list_cases(request={"parent": parent, "page_size": 1}, **self._kw()), 1)), "support")
+            client.list_cases(request={"parent": parent, "page_size": 1}, **self._read_kw()), 1)), "support")
         return f"cases of {parent} readable ({len(cases)} listed)"
 
 

@@ -1,6 +1,8 @@
 """GCP plumbing shared by the provider's parts: Application Default Credentials, one REST client per API (with
-the profile's private endpoints), and bounded retries that turn every SDK error into one line naming the
-operation (and, on 403, the role it needs)."""
+the profile's private endpoints), and every call through providers.retry, each SDK error as one line naming the
+operation (and, on 403, the role it needs). Reads pass `**self._read_kw()`: google-api-core's own Retry, on the
+policy's transient table; writes pass `**self._kw()` (no SDK retry) and are retried by providers.retry, a
+cases.create only after a search for its marker (`reconcile=`)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,12 @@ import google.auth
 import google.auth.exceptions
 from google.api_core import exceptions as api_exceptions
 from google.api_core.client_options import ClientOptions
+from google.api_core.retry import Retry
 from google.cloud import compute_v1, support_v2
 
 from fabricase.config import Paths
 from fabricase.errors import ConfigError, ProviderError
-from fabricase.providers.gcp_support import UploadError
-from fabricase.providers.retry import call_with_retries
+from fabricase.providers.retry import BASE_DELAY_S, MAX_DELAY_S, call_with_retries, is_transient
 
 __all__ = ["NO_CREDENTIALS", "SUPPORT_ENDPOINT", "GcpApi", "as_dict", "not_found"]
 
@@ -26,9 +28,6 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 SUPPORT_ENDPOINT = "https://cloudsupport.googleapis.com"
 NO_CREDENTIALS = ("no Google credentials found (Application Default Credentials): run `gcloud auth "
                   "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS")
-_TRANSIENT = (api_exceptions.TooManyRequests, api_exceptions.ResourceExhausted, api_exceptions.InternalServerError,
-              api_exceptions.BadGateway, api_exceptions.ServiceUnavailable, api_exceptions.GatewayTimeout,
-              api_exceptions.DeadlineExceeded)
 # What a 403 on each API family needs (cloud-apis.md 2.2; Compute Engine's predefined roles).
 _PERMISSION_HINTS = {
     "compute": "needs roles/compute.viewer on the project (compute.instances.get, compute.reservations.get)",
@@ -43,14 +42,10 @@ def as_dict(message: Any) -> dict[str, Any]:
     return type(message).to_dict(message, use_integers_for_enums=False)
 
 
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, UploadError):
-        return exc.status is None or exc.status == 429 or (exc.status >= 500 and exc.status != 501)
-    return isinstance(exc, _TRANSIENT) or type(exc).__name__ in ("ConnectionError", "ConnectTimeout", "ReadTimeout")
-
-
 def _describer(family: str) -> Callable[[BaseException], str]:
     def describe(exc: BaseException) -> str:
+        if isinstance(exc, api_exceptions.RetryError) and isinstance(exc.cause, Exception):
+            return f"{describe(exc.cause)} (the SDK's retries ran out)"
         if isinstance(exc, google.auth.exceptions.RefreshError):
             return f"credentials were refused: {' '.join(str(exc).split())[:200]}"
         code = getattr(exc, "code", None) or getattr(exc, "status", None)
@@ -126,16 +121,26 @@ class GcpApi:
     def _support(self, cls: str) -> Any:
         return self._client(support_v2, cls, "support")
 
-    def _call(self, operation: str, fn: Callable[[], T], family: str) -> T:
-        """fn() with bounded retries on throttling and 5xx; the SDK's own retry is off (retry=None at each call)."""
+    def _call(self, operation: str, fn: Callable[[], T], family: str,
+              reconcile: Callable[[], T | None] | None = None) -> T:
+        """fn() under providers.retry; `reconcile` (for a create): the search run before each retry, whose find
+        is returned instead of creating again."""
         try:
-            return call_with_retries(fn, provider=self.name, operation=operation, transient=_transient,
-                                     describe=_describer(family), sleep=self._sleep)
+            return call_with_retries(fn, provider=self.name, operation=operation, describe=_describer(family),
+                                     sleep=self._sleep, reconcile=reconcile)
         except ProviderError as exc:
             if isinstance(exc.__cause__, google.auth.exceptions.DefaultCredentialsError):
                 raise ProviderError(NO_CREDENTIALS, where=self.name) from exc
             raise
 
     def _kw(self) -> dict[str, Any]:
+        """Keyword arguments of a write: no SDK retry (providers.retry retries it, reconciling a create)."""
         return {"retry": None, "timeout": self._timeout}
+
+    def _read_kw(self) -> dict[str, Any]:
+        """Keyword arguments of a read: google-api-core's Retry on the policy's transient table (never an answer
+        that is not the API's), with its backoff, within timeout_s; what it gives up on (a RetryError) is final."""
+        retry = Retry(predicate=is_transient, initial=BASE_DELAY_S, maximum=MAX_DELAY_S, multiplier=2.0,
+                      timeout=self._timeout)
+        return {"retry": retry, "timeout": self._timeout}
 

@@ -4,16 +4,20 @@ its reservation block and sub-block and its placement policy; and the faulty-hos
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.cloud import compute_v1
 
+from fabricase.diagnosis import finding_id
 from fabricase.errors import ProviderError
-from fabricase.models import Placement
-from fabricase.providers.base import FaultyHostReport
+from fabricase.faulty import HostReport, ReportRequest, describe, suspect_line
+from fabricase.models import Finding, Placement
+from fabricase.providers.base import FaultyHostReport, PlannedRequest
 from fabricase.providers.gcp_api import GcpApi, as_dict, not_found
 from fabricase.providers.gcp_topology import (
     InstanceRef,
@@ -24,7 +28,10 @@ from fabricase.providers.gcp_topology import (
 )
 from fabricase.providers.identity import cloud_of
 
-__all__ = ["GcpCompute"]
+if TYPE_CHECKING:
+    from fabricase.diagnosis import Suspect
+
+__all__ = ["HOST_CHANNEL", "SUB_BLOCK_CHANNEL", "GcpCompute", "planned_report", "report_category", "report_request"]
 
 
 class GcpCompute(GcpApi):
@@ -56,7 +63,7 @@ class GcpCompute(GcpApi):
             if ref.zone:
                 client = self._compute("InstancesClient")
                 found = self._call("compute.instances.get", lambda: as_dict(client.get(
-                    project=project, zone=ref.zone, instance=ref.name, **self._kw())), "compute")
+                    project=project, zone=ref.zone, instance=ref.name, **self._read_kw())), "compute")
             else:
                 found = self._find_instance(project, ref.name)
         except ProviderError as exc:
@@ -74,7 +81,7 @@ class GcpCompute(GcpApi):
         request = compute_v1.AggregatedListInstancesRequest(project=project, filter=f'name = "{name}"')
 
         def lookup() -> dict[str, Any] | None:
-            for _zone, scoped in client.aggregated_list(request=request, **self._kw()):
+            for _zone, scoped in client.aggregated_list(request=request, **self._read_kw()):
                 for inst in scoped.instances:
                     if inst.name == name:
                         return as_dict(inst)
@@ -116,59 +123,117 @@ class GcpCompute(GcpApi):
             blocks = self._compute("ReservationBlocksClient")
             out.append((("block", project, zone, res, blk), lambda: as_dict(self._call(
                 "compute.reservationBlocks.get", lambda: blocks.get(
-                    project=project, zone=zone, reservation=res, reservation_block=blk, **self._kw()),
+                    project=project, zone=zone, reservation=res, reservation_block=blk, **self._read_kw()),
                 "compute").resource)))
             if sub:
                 subs = self._compute("ReservationSubBlocksClient")
                 out.append((("sub_block", project, zone, res, blk, sub), lambda: as_dict(self._call(
                     "compute.reservationSubBlocks.get", lambda: subs.get(
                         project=project, zone=zone, parent_name=f"reservations/{res}/reservationBlocks/{blk}",
-                        reservation_sub_block=sub, **self._kw()), "compute").resource)))
+                        reservation_sub_block=sub, **self._read_kw()), "compute").resource)))
         if p.region and x.get("project"):
             policies = self._compute("ResourcePoliciesClient")
             for name in x.get("resource_policies", []):
                 out.append((("policy", x["project"], p.region, name), lambda name=name: as_dict(self._call(
                     "compute.resourcePolicies.get", lambda: policies.get(
-                        project=x["project"], region=p.region, resource_policy=name, **self._kw()), "compute"))))
+                        project=x["project"], region=p.region, resource_policy=name, **self._read_kw()), "compute"))))
         return out
 
-    def report_faulty_host(self, placement: Placement, findings: list[Any]) -> FaultyHostReport:
-        """Report the host (instances.reportHostAsFaulty: the VM is stopped and restarted on another host), or,
-        for an NVLink switch fault of a rack-scale machine or a fault shared by a sub-block, the reservation
-        sub-block (reservationSubBlocks.reportFaulty). A request id derived from the report makes a retry safe."""
-        report = fault_report(placement, findings)
-        if report is None:
-            raise ProviderError(f"no finding concerns {placement.host}: nothing to report", where=self.name)
-        x = placement.extra
-        name, project, zone = x.get("instance_name"), x.get("project"), placement.zone
-        if not (name and project and zone):
-            raise ProviderError(f"{placement.host} was not located on Compute Engine (no project, zone and instance "
-                                "name): locate it first", where=self.name)
-        request_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"fabricase:gcp:{project}/{zone}/{name}:{report}"))
-        if report.channel == "host":
+    def report_faulty_host(self, placement: Placement, report: HostReport, *,
+                           disruption: str = "future") -> FaultyHostReport:
+        """Report the host (instances.reportHostAsFaulty) or, for an NVLink switch fault of a rack-scale machine
+        with `disruption="immediate"`, its reservation sub-block (reservationSubBlocks.reportFaulty): exactly the
+        request `report-faulty --dry-run` prints (report_request). Its request id is derived from the report, so
+        a retry of the same report is the same request."""
+        channel, request = report_request(placement, report, disruption)
+        if channel == HOST_CHANNEL:
             client = self._compute("InstancesClient")
-            body = compute_v1.InstancesReportHostAsFaultyRequest(disruption_schedule="IMMEDIATE", fault_reasons=[
-                compute_v1.InstancesReportHostAsFaultyRequestFaultReason(behavior=b, description=d)
-                for b, d in report.reasons])
-            channel = "compute.instances.reportHostAsFaulty"
-            request = compute_v1.ReportHostAsFaultyInstanceRequest(
-                project=project, zone=zone, instance=name, instances_report_host_as_faulty_request_resource=body,
-                request_id=request_id)
             op = self._call(channel, lambda: client.report_host_as_faulty_unary(request=request, **self._kw()),
                             "faulty")
         else:
             client = self._compute("ReservationSubBlocksClient")
-            parent = f"reservations/{x['reservation']}/reservationBlocks/{x['reservation_block']}"
-            body = compute_v1.ReservationSubBlocksReportFaultyRequest(
-                disruption_schedule="IMMEDIATE", failure_component=report.failure_component, fault_reasons=[
-                    compute_v1.ReservationSubBlocksReportFaultyRequestFaultReason(behavior=b, description=d)
-                    for b, d in report.reasons])
-            channel = "compute.reservationSubBlocks.reportFaulty"
-            request = compute_v1.ReportFaultyReservationSubBlockRequest(
-                project=x.get("reservation_project") or project, zone=x.get("reservation_zone") or zone,
-                parent_name=parent, reservation_sub_block=x["reservation_sub_block"],
-                reservation_sub_blocks_report_faulty_request_resource=body, request_id=request_id)
             op = self._call(channel, lambda: client.report_faulty_unary(request=request, **self._kw()), "faulty")
         op = as_dict(op)
         return FaultyHostReport(channel=channel, reference=op.get("name") or None, raw_status=str(op.get("status")))
 
+
+# -- the faulty-host requests (pure: what report_faulty_host sends and a dry run prints) --------------------------
+
+HOST_CHANNEL = "compute.instances.reportHostAsFaulty"
+SUB_BLOCK_CHANNEL = "compute.reservationSubBlocks.reportFaulty"
+# fabricase.faulty.DISRUPTIONS -> the API's DisruptionSchedule. The sub-block channel knows IMMEDIATE only.
+_SCHEDULES = {"future": "FUTURE", "immediate": "IMMEDIATE"}
+
+
+def _belongs(f: Finding, s: Suspect) -> bool:
+    return any(fid.split("#", 1)[0] == finding_id(f) for fid in s.findings)
+
+
+def _host_only(placement: Placement) -> Placement:
+    """The placement without its sub-block: what fault_report reports the host itself for."""
+    extra = {k: v for k, v in placement.extra.items() if k != "reservation_sub_block"}
+    return dataclasses.replace(placement, extra=extra)
+
+
+def report_category(placement: Placement, findings: Sequence[Finding]) -> str:
+    """The behavior of the host's worst finding on the host channel: a report's category on Compute Engine."""
+    report = fault_report(_host_only(placement), findings)
+    return report.reasons[0][0] if report and report.reasons else "PERFORMANCE"
+
+
+def _reasons(placement: Placement, report: HostReport, channel: str) -> list[tuple[str, str]]:
+    """(behavior, description) per behavior of the report's suspects on `channel` ("host" or "sub-block"): each
+    description names the escalation and the case, then the suspects of that behavior."""
+    grouped: dict[str, list[str]] = {}
+    for s in report.suspects:
+        got = fault_report(placement, [f for f in report.findings if _belongs(f, s)])
+        behaviors = [b for b, _ in got.reasons] if got is not None and got.channel == channel else []
+        for behavior in behaviors or (["PERFORMANCE"] if channel == "host" else []):
+            grouped.setdefault(behavior, []).append(suspect_line(s))
+    return [(behavior, describe(report.header, lines)) for behavior, lines in grouped.items()]
+
+
+def report_request(placement: Placement, report: HostReport, disruption: str) -> tuple[str, Any]:
+    """(channel, the compute_v1 request) for one host's report. The host channel unless the report is an NVLink
+    switch fault of a rack-scale machine and `disruption` is "immediate" (reportFaulty has no FUTURE schedule,
+    so a sub-block, every VM in it, is reported only when asked to act now). ProviderError when the host has
+    nothing to report or was not located on Compute Engine."""
+    if disruption not in _SCHEDULES:
+        raise ProviderError(f"unknown disruption schedule {disruption!r} (allowed: {', '.join(_SCHEDULES)})",
+                            where="gcp")
+    if not report.suspects or not report.findings:
+        raise ProviderError(f"{placement.host}: no provider-owned major or critical suspect to report", where="gcp")
+    x = placement.extra
+    name, project, zone = x.get("instance_name"), x.get("project"), placement.zone
+    if not (name and project and zone):
+        raise ProviderError(f"{placement.host} was not located on Compute Engine (no project, zone and instance "
+                            "name): locate it first", where="gcp")
+    whole = fault_report(placement, report.findings)
+    sub_block = whole is not None and whole.channel == "sub-block" and disruption == "immediate"
+    target = placement if sub_block else _host_only(placement)
+    reasons = _reasons(target, report, "sub-block" if sub_block else "host")
+    seed = json.dumps([project, zone, name, sub_block, disruption, report.escalation, reasons])
+    request_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"fabricase:gcp:{seed}"))
+    if not sub_block:
+        body = compute_v1.InstancesReportHostAsFaultyRequest(disruption_schedule=_SCHEDULES[disruption], fault_reasons=[
+            compute_v1.InstancesReportHostAsFaultyRequestFaultReason(behavior=b, description=d) for b, d in reasons])
+        return HOST_CHANNEL, compute_v1.ReportHostAsFaultyInstanceRequest(
+            project=project, zone=zone, instance=name, instances_report_host_as_faulty_request_resource=body,
+            request_id=request_id)
+    body = compute_v1.ReservationSubBlocksReportFaultyRequest(
+        disruption_schedule="IMMEDIATE", failure_component=whole.failure_component, fault_reasons=[
+            compute_v1.ReservationSubBlocksReportFaultyRequestFaultReason(behavior=b, description=d)
+            for b, d in reasons])
+    return SUB_BLOCK_CHANNEL, compute_v1.ReportFaultyReservationSubBlockRequest(
+        project=x.get("reservation_project") or project, zone=x.get("reservation_zone") or zone,
+        parent_name=f"reservations/{x['reservation']}/reservationBlocks/{x['reservation_block']}",
+        reservation_sub_block=x["reservation_sub_block"],
+        reservation_sub_blocks_report_faulty_request_resource=body, request_id=request_id)
+
+
+def planned_report(placement: Placement, report: HostReport, *, disruption: str = "future") -> ReportRequest:
+    """The request report_faulty_host sends for this report, as a dry run prints it: the compute_v1 request's
+    fields (snake_case, enums by name), which `compute_v1.<Request>(payload)` reads back."""
+    channel, request = report_request(placement, report, disruption)
+    operation = channel.removeprefix("compute.")
+    return ReportRequest(channel, PlannedRequest("compute", operation, as_dict(request)))

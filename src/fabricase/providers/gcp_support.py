@@ -39,11 +39,13 @@ _UPLOAD_CHUNK = 1 << 20
 
 
 class UploadError(Exception):
-    """The upload endpoint answered with an error status (`status` None: it could not be reached)."""
+    """The upload endpoint answered with an error status (`status` None: it could not be reached, and the
+    httpx error is the cause). `response`: the answer, which providers.retry reads (Retry-After, an HTML page)."""
 
-    def __init__(self, message: str, status: int | None) -> None:
+    def __init__(self, message: str, status: int | None, response: Any = None) -> None:
         super().__init__(message)
         self.status = status
+        self.response = response
 
 
 def case_state(raw: str | None) -> EscalationState:
@@ -122,7 +124,8 @@ def upload_attachment(endpoint: str, case_name: str, path: Path, *, headers: Map
             message = response.json()["error"]["message"]
         except (ValueError, KeyError, TypeError):
             message = response.text[:200]
-        raise UploadError(f"{response.status_code} {' '.join(str(message).split())}", response.status_code)
+        raise UploadError(f"{response.status_code} {' '.join(str(message).split())}", response.status_code,
+                          response)
     try:
         return response.json()
     except ValueError:

@@ -125,6 +125,8 @@ class StaticProvider(Provider):
         Feature.FAULTY_HOST_REPORT: NO_FAULTY_HOST_CHANNEL,
         **OutboxDesk.unsupported,
     }
+    sdk_modules = ("httpx",)  # the HTTP desks' client (a dependency of fabricase itself)
+    # limits, scale and template: None, the configured desk's (escalate.desk_of names it)
 
     def __init__(self, paths: Paths, *, now: Callable[[], datetime] | None = None, desk: Desk | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:

@@ -20,7 +20,18 @@ from typing import Any
 
 from fabricase.errors import BundleError
 from fabricase.redact.lines import ascii_lower, literal_hits, on_lines, regex_hits
-from fabricase.redact.pseudonyms import PSEUDONYM_KINDS, TOKEN_HEX, pseudonym_rules, trie_pattern
+from fabricase.redact.pseudonyms import (
+    NODESET_CHARS_MAX,
+    NODESET_LIST_MAX,
+    PSEUDONYM_KINDS,
+    TOKEN_HEX,
+    HostPrefixes,
+    expand_nodeset,
+    folded_sets,
+    nodeset_size,
+    pseudonym_rules,
+    trie_pattern,
+)
 from fabricase.redact.secrets import SECRET_KINDS, marker, redact_secrets
 
 __all__ = [
@@ -69,6 +80,8 @@ class Redactor:
         self.hosts = sorted(set(hosts))
         self._host_names = _host_names(self.hosts)
         self._rules = pseudonym_rules(list(self._host_names), self._host_canonical) if pseudonymize else ()
+        self._prefixes = HostPrefixes(self._host_names if pseudonymize else ())
+        self._folded: dict[str, str | None] = {}  # a folded set -> what replaces it (None: left as it is)
         self._tokens: dict[tuple[str, str], str] = {}
         self._owners: dict[str, tuple[str, str]] = {}
         self._paths: dict[str, str] = {}
@@ -105,11 +118,14 @@ class Redactor:
         return self._paths[path]
 
     def redact_nodeset(self, name: str, nodeset: str) -> str:
-        """A node set (`gpu[001-064]`) names hosts by pattern, so no token can stand for it: it is dropped."""
+        """A target node set (`gpu[001-064],login01`) with each host's token in place of its name, the tokens
+        listed (they cannot be folded), so the result is still a node set. One that cannot be rewritten whole
+        (a `@group`, a host not among the capture's, more than NODESET_LIST_MAX hosts) is dropped for a marker."""
         if not self.pseudonymize or not nodeset:
             return nodeset
         self._counts.setdefault(self.redact_path(name), Counter())["nodeset"] += 1
-        return marker("nodeset")
+        out = self._pseudonymize(nodeset.strip(), None)
+        return out if all(self._is_host_token(part) for part in out.split(",")) else marker("nodeset")
 
     def host_pseudonym(self, host: str) -> str:
         """The token that stands for one of the capture's hosts (the host itself when not pseudonymizing)."""
@@ -181,6 +197,8 @@ class Redactor:
         return self._pseudonymize(text, counts) if self.pseudonymize else text
 
     def _pseudonymize(self, text: str, counts: Counter[str] | None) -> str:
+        if self._prefixes:  # folded host sets first: the host rule would see only their heads
+            text = self._unfold_all(text, counts)
         learned: set[str] = set()
         for rule in self._rules:
 
@@ -217,6 +235,60 @@ class Redactor:
             return self._token("user", "user", m.group(0))
 
         return pattern.sub(replace, text)
+
+    def _unfold_all(self, text: str, counts: Counter[str] | None) -> str:
+        """Each folded host set (`gpu[0004,0011]`) that names one of the capture's hosts as its hosts' tokens
+        (`host-…,host-…`), a marker where it names more than NODESET_LIST_MAX; any other left as it is."""
+        pieces, pos = [], 0
+        for m in folded_sets(text, self._prefixes):
+            spec = m.group(0)
+            if spec not in self._folded:
+                if len(self._folded) >= _MEMO_ENTRIES:
+                    self._folded.clear()
+                self._folded[spec] = self._unfolded(spec)
+            out = self._folded[spec]
+            if out is None:
+                continue
+            if counts is not None:
+                counts["nodeset"] += 1
+            pieces += [text[pos:m.start()], out]
+            pos = m.end()
+        return "".join(pieces) + text[pos:] if pieces else text
+
+    def _unfolded(self, spec: str) -> str | None:
+        if not self._prefixes.starts_one(spec[:spec.index("[")]):
+            return None  # `sshd[1234]`: no host name starts like it
+        size = nodeset_size(spec)
+        if size is None:
+            return None
+        if size > NODESET_LIST_MAX or len(spec) > NODESET_CHARS_MAX:
+            return marker("nodeset")  # its head is a host's: too many names to list, and none may stay
+        names = expand_nodeset(spec)
+        if not names:
+            return None
+        # Each name as the host rule rewrites it alone (`gpu0004-ib` -> `host-…-ib`), so a host has one token.
+        named = [self._host_words(name) for name in names]
+        if named == names:
+            return None  # names none of the capture's hosts, like a single unknown name
+        # A name beside the capture's hosts in one set is a host of the same cluster: it gets a token too.
+        return ",".join(new if new != name else self._token("host", "host", name.lower())
+                        for new, name in zip(named, names, strict=True))
+
+    def _host_words(self, name: str) -> str:
+        """`name` with the capture's host names in it replaced, as the host rule does in any text."""
+        rule = self._rules[0]  # pseudonym_rules puts the host rule first whenever there are hosts
+
+        def replace(m: re.Match[str]) -> str:
+            canonical = rule.canonical(m)
+            if canonical is None:
+                return m.group(0)
+            whole, base = m.group(0), m.start()
+            return whole[:m.start("v") - base] + self._token("host", *canonical) + whole[m.end("v") - base:]
+
+        return rule.pattern.sub(replace, name)
+
+    def _is_host_token(self, text: str) -> bool:
+        return self._owners.get(text, ("",))[0] == "host"  # a token this redactor gave a host name
 
     def _host_canonical(self, m: re.Match[str]) -> tuple[str, str] | None:
         canonical = self._host_names.get(m.group("h").lower())

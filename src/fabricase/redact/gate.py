@@ -156,7 +156,9 @@ GATED: dict[str, tuple[str, ...]] = {
     "attach": ("files", "note"),
     "resolve_case": ("note",),
     "reopen_case": ("note",),
-    "report_faulty_host": ("findings",),
+    # the HostReport (its suspects, findings and description); "findings" for a provider still written against
+    # the signature before it, so that its arguments are gated too
+    "report_faulty_host": ("report", "findings"),
     # Desk (the static provider's)
     "file": ("draft", "bundle_path"),
     "plan": ("draft", "bundle_path"),

@@ -6,16 +6,24 @@ key the value cannot be recovered or confirmed by guessing. Values are canonical
 and `fe80:0000:0000:0000:0000:0000:0c42:0001` are one address, and `aa-bb-cc-dd-ee-ff` one MAC with
 `AA:BB:CC:DD:EE:FF`. An IPv4-mapped IPv6 address or RoCE GID takes the hex of its IPv4 address, so a RoCE v2
 GID and the interface address behind it are visibly the same (`gid-1a2b3c4d5e` and `ip4-1a2b3c4d5e`).
+
+Host names also come folded, the way fabric engineers and Slurm write them (`gpu[0004,0011]`, `NodeList=
+rack[1-2]-gpu[01-08]`): `NODESET` finds such a folded set, `nodeset_size` counts what it names without
+expanding it (a text can say `gpu[1-999999999]`), and `expand_nodeset` lists its names with ClusterShell's
+NodeSet, so that each host gets the token it has everywhere else.
 """
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["PSEUDONYM_KINDS", "PseudonymRule", "host_pattern", "host_prefilter", "pseudonym_rules", "trie_pattern"]
+__all__ = ["NODESET", "NODESET_CHARS_MAX", "NODESET_LIST_MAX", "PSEUDONYM_KINDS", "HostPrefixes", "PseudonymRule",
+           "expand_nodeset", "folded_sets", "host_pattern", "host_prefilter", "nodeset_size", "pseudonym_rules",
+           "trie_pattern"]
 
 PSEUDONYM_KINDS = ("host", "gid", "mac", "guid", "ip6", "ip4", "user", "nodeset")
 TOKEN_HEX = 10
@@ -182,3 +190,113 @@ def pseudonym_rules(hosts: list[str], host_canonical: Canonical) -> tuple[Pseudo
     pattern = host_pattern(hosts)
     head = (PseudonymRule("host", pattern, host_prefilter(hosts), host_canonical),) if pattern is not None else ()
     return head + ADDRESS_RULES + USER_RULES
+
+
+# -- folded host sets ------------------------------------------------------------------------------------------
+
+# A folded set lists its hosts' tokens one by one (tokens are random: they cannot be folded again), so past this
+# many hosts it becomes a marker: the ticket stays readable, and a short text cannot grow without bound.
+NODESET_LIST_MAX = 64
+NODESET_CHARS_MAX = 4096  # a longer folded set is not read (NodeSet's parse of it costs more than it is worth)
+_SIZE_CAP = 1 << 32
+_NAME_CHAR = r"A-Za-z0-9_.\-"
+_NUM = r"\d{1,9}"  # more digits than this name no host; int() of them stays cheap
+_RANGE = rf"\[{_NUM}(?:-{_NUM})?(?:/{_NUM})?(?:,{_NUM}(?:-{_NUM})?(?:/{_NUM})?)*\]"
+# A folded set: a head of word characters, one or more bracketed range lists with name characters between them
+# (`rack[1-2]-gpu[01-08]`), and a tail that does not end in `.` or `-` (the end of a sentence, a dash after it).
+NODESET = re.compile(
+    rf"(?<![A-Za-z0-9_\]])(?P<v>[A-Za-z0-9][A-Za-z0-9_]*{_RANGE}(?:[{_NAME_CHAR}]*?{_RANGE})*"
+    rf"(?:[{_NAME_CHAR}]*[A-Za-z0-9_])?)(?![A-Za-z0-9_\[])", _F)
+_WORD = frozenset(map(ord, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"))
+_DIGITS = frozenset(map(ord, "0123456789"))
+# Bytes as what they are to a folded set: d (a digit), w (any other word character), [ and space (the rest).
+_KINDS = bytes(ord("d") if i in _DIGITS else ord("w") if i in _WORD else ord("[") if i == ord("[") else ord(" ")
+               for i in range(256))
+_HEADS = bytes(ord("w") if i in _WORD else ord(" ") for i in range(256))
+_OPENINGS = (b"w[d", b"d[d")  # a word character, `[`, a digit: where a folded set's first range list opens
+_RANGE_LIST = re.compile(r"\[([^\]]*)\]", _F)
+_RANGE_ITEM = re.compile(r"(\d+)(?:-(\d+))?(?:/(\d+))?", _F)
+
+
+def nodeset_size(spec: str) -> int | None:
+    """How many names a folded set (a NODESET match) names at most, counted from its ranges without expanding
+    them; None when a range runs backwards or has a zero step (NodeSet would refuse it)."""
+    size = 1
+    for ranges in _RANGE_LIST.findall(spec):
+        count = 0
+        for item in ranges.split(","):
+            m = _RANGE_ITEM.fullmatch(item)
+            if m is None:
+                return None
+            low, high, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
+            if high < low or step == 0:
+                return None
+            count += (high - low) // step + 1
+        size *= count
+        if size > _SIZE_CAP:
+            return size  # already more than any set is listed for: no bigger numbers to multiply
+    return size
+
+
+def expand_nodeset(spec: str) -> list[str] | None:
+    """The names a folded set names, in NodeSet's order; None when NodeSet cannot read it. Call it only on sets
+    whose nodeset_size is small: NodeSet expands every range it is given."""
+    try:
+        from ClusterShell.NodeSet import NodeSet, NodeSetException
+    except ImportError:
+        return None
+    try:
+        return list(NodeSet(spec))
+    except (NodeSetException, ValueError, IndexError):
+        return None
+
+
+class HostPrefixes:
+    """Whether some host name starts with a text: a folded set whose head starts no host name names none of
+    them, and is left alone without expanding it (`sshd[1234]` in a syslog)."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._names = sorted({n.lower() for n in names})
+
+    def __bool__(self) -> bool:
+        return bool(self._names)
+
+    def starts_one(self, head: str) -> bool:
+        head = head.lower()
+        at = bisect.bisect_left(self._names, head)
+        return at < len(self._names) and self._names[at].startswith(head)
+
+
+def folded_sets(text: str, prefixes: HostPrefixes) -> Iterator[re.Match[str]]:
+    """The folded sets in `text` whose head starts one of the host names, in order.
+
+    A regex tried at every position of a 10 MB log costs more than all the other pseudonym rules: instead the
+    openings (`w[d`) are found with a byte translation and a literal search, each head is read back to its
+    start, and only a head that starts a host name is matched, once, from there. A set's later range lists
+    (after a `]`) are never openings of their own, so every character is looked at a bounded number of times."""
+    if "[" not in text:
+        return
+    raw = text.encode("ascii") if text.isascii() else text.encode("ascii", "replace")  # one byte a character
+    kinds = raw.translate(_KINDS)
+    openings = sorted(at + 1 for opening in _OPENINGS for at in _finds(kinds, opening))
+    if not openings:
+        return
+    heads = raw.translate(_HEADS)
+    done = 0
+    for bracket in openings:
+        if bracket < done:
+            continue  # inside the set matched last
+        start = heads.rfind(b" ", 0, bracket) + 1
+        if (start and text[start - 1] == "]") or not prefixes.starts_one(text[start:bracket]):
+            continue
+        m = NODESET.match(text, start)
+        if m is not None:
+            done = m.end()
+            yield m
+
+
+def _finds(data: bytes, needle: bytes) -> Iterator[int]:
+    at = data.find(needle)
+    while at >= 0:
+        yield at
+        at = data.find(needle, at + 1)

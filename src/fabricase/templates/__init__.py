@@ -32,14 +32,16 @@ from fabricase.redact import gate
 from fabricase.templates.facts import host_facts
 from fabricase.templates.inert import inert_block, inert_line, md_line
 from fabricase.templates.ruled_out import ruled_out
-from fabricase.templates.severity import desk_severity, ticket_severity
+from fabricase.templates.severity import DeskSeverity, desk_severity, ticket_severity
 from fabricase.templates.suspects import (
     TITLE_MAX,
     diagnosis_of,
     for_desk,
+    leftover_history,
     scope_line,
     shorten,
     suspect_facts,
+    suspect_history,
     suspect_hosts,
     ticket_title,
 )
@@ -146,7 +148,9 @@ def _user_frame(exc: BaseException, template_dir: Path | None) -> str | None:
 def ticket_template(provider: str, template_dir: Path | None = None) -> str:
     """`ticket_<provider>.md.j2` when an override (default `<config dir>/templates`) or the package has one,
     else the generic ticket."""
-    name = f"ticket_{provider}.md.j2"
+    from fabricase.providers import ticket_template_name
+
+    name = ticket_template_name(provider)
     env = environment(template_dir or user_template_dir())
     return name if name in env.list_templates() else "ticket_generic.md.j2"
 
@@ -171,6 +175,9 @@ def render_draft(
     template_dir: Path | None = None,
     diagnosis: Diagnosis | None = None,
     owner: str = "provider",
+    history: Mapping[str, str] | None = None,
+    bundle_sha256: str | None = None,
+    sent_severity: DeskSeverity | None = None,
 ) -> TicketDraft:
     """The ticket (title, body) and the Markdown summary for one escalation, built from the suspects.
 
@@ -182,7 +189,14 @@ def render_draft(
     kernel_logs: host -> its captured kernel log, for the timeline's first and last errors (only suspect hosts
     with kernel-log findings are looked up). events: the escalation's history, for the timeline.
     max_level, support_plan, severity_overrides: cap and adjust the desk's severity (`severity.desk_severity`).
+    sent_severity: the level the provider will send (Provider.desk_severity: its plan and the account's offered
+    levels applied); the body then says exactly that.
     template_dir: the user's overrides; default `<config dir>/templates`.
+    history: repeat offenders, key ("gpu001", "gpu001/rdma:mlx5_3/1", "switch:leaf-3") -> the line its suspect's
+    section says (tracker.stats.history_lines); lines no suspect takes go in a short History section.
+    bundle_id: the bundle's id (its manifest's sha256); bundle_sha256: the bundle file's own sha256, known only
+    once the archive is written. The ticket labels both: the file a reader downloaded is checked against the
+    second, what it holds against the first.
     """
     template_dir = template_dir or user_template_dir()
     ordered = sorted(findings, key=lambda f: f.sort_key)
@@ -200,8 +214,8 @@ def render_draft(
     on_suspects = [f for f in ordered if f.host in set(affected)]
     kernel = kernel_log_entries(on_suspects, kernel_logs) if kernel_logs is not None else []
     filed = ticket_severity(owned, severity)
-    desk = desk_severity(provider, filed.severity, max_level=max_level, plan=support_plan,
-                         overrides=severity_overrides)
+    desk = sent_severity if sent_severity is not None and sent_severity.severity == filed.severity else (
+        desk_severity(provider, filed.severity, max_level=max_level, plan=support_plan, overrides=severity_overrides))
     context = {
         "provider": provider,
         "owner": owner,
@@ -217,7 +231,9 @@ def render_draft(
         "severity_reason": filed.reason,
         "desk_severity": desk,
         "severity_note": f"; capped from {desk.wanted} by the {desk.capped_by}" if desk.capped else "",
-        "suspects": [suspect_facts(s, i, len(owned), identity.get(s.host or "")) for i, s in enumerate(owned, 1)],
+        "suspects": [suspect_facts(s, i, len(owned), identity.get(s.host or ""), suspect_history(s, history or {}))
+                     for i, s in enumerate(owned, 1)],
+        "history": leftover_history(owned, history or {}, title_hosts),
         "other_suspects": [suspect_facts(s, i, len(others), identity.get(s.host or ""))
                            for i, s in enumerate(others, 1)],
         "summary_groups": _summary_groups(diagnosis, owner, identity),
@@ -243,6 +259,7 @@ def render_draft(
         ),
         "action": _action(owned),
         "bundle_id": bundle_id,
+        "bundle_sha256": bundle_sha256,
         "capture_created_at": capture_created_at,
         "escalation_id": escalation_id,
     }

@@ -1,6 +1,7 @@
 """The ticket's severity: from the suspects and the stated impact (`ticket_severity`, the `CEILING` table), then
-in each desk's own scale: AWS severityCode, GCP priority, Azure severity, Jira and Zendesk priority. Pure: two
-explicit tables and a few small functions.
+in each desk's own scale: AWS severityCode, GCP priority, Azure severity, Jira and Zendesk priority. Pure: an
+explicit table, the scales each desk's class declares (`scale`, read through the provider registry) and a few
+small functions.
 
 fabricase decides how bad the fault is (`critical|major|minor|info`): the worst suspect the desk is given,
 `critical` only when the fault is wide (one noisy port is never "system down"), and never above the stated
@@ -13,7 +14,7 @@ default priority scheme of Jira Cloud.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ __all__ = [
     "CEILING",
     "DOWN_UNITS",
     "DOWN_VERDICTS",
+    "GENERIC",
     "SCALES",
     "DeskSeverity",
     "Level",
@@ -133,70 +135,41 @@ class Scale:
         return self.levels.index(self.level(code))
 
 
-_AWS_TOP_PLANS = frozenset({"enterprise-on-ramp", "enterprise", "unified-operations"})
+# Desks without a scale of their own (email, the outbox, the generic ticket, a static provider's default
+# desk) say fabricase's.
+GENERIC = Scale(
+    "generic",
+    "severity",
+    tuple(Level(s.value, s.value) for s in (Severity.INFO, Severity.MINOR, Severity.MAJOR, Severity.CRITICAL)),
+    {s: s.value for s in Severity},
+)
 
-SCALES: dict[str, Scale] = {
-    "aws": Scale(
-        "aws",
-        "severityCode",
-        (
-            Level("low", "General guidance"),
-            Level("normal", "System impaired"),
-            Level("high", "Production system impaired"),
-            Level("urgent", "Production system down"),
-            Level("critical", "Business-critical system down", plans=_AWS_TOP_PLANS),
-        ),
-        {Severity.CRITICAL: "critical", Severity.MAJOR: "high", Severity.MINOR: "normal", Severity.INFO: "low"},
-    ),
-    "gcp": Scale(
-        "gcp",
-        "priority",
-        (
-            Level("P4", "General questions"),
-            Level("P3", "Medium impact"),
-            Level("P2", "Severe impact: service greatly impaired"),
-            Level("P1", "Critical impact: service unusable in production"),
-            Level("P0", "Extreme impact: hard down"),
-        ),
-        # P0 is for a whole service hard down; one job's bad host or switch is P1 at worst.
-        {Severity.CRITICAL: "P1", Severity.MAJOR: "P2", Severity.MINOR: "P3", Severity.INFO: "P4"},
-    ),
-    "azure": Scale(
-        "azure",
-        "severity",
-        (
-            Level("minimal", "Severity C: minimal business impact"),
-            Level("moderate", "Severity B: moderate business impact"),
-            Level("critical", "Severity A: critical business impact"),
-            Level("highestcriticalimpact", "Severity A: highest critical impact", plans=frozenset({"premium"})),
-        ),
-        {
-            Severity.CRITICAL: "critical",
-            Severity.MAJOR: "moderate",
-            Severity.MINOR: "minimal",
-            Severity.INFO: "minimal",
-        },
-    ),
-    "jira": Scale(
-        "jira",
-        "priority",
-        tuple(Level(name, name) for name in ("Lowest", "Low", "Medium", "High", "Highest")),
-        {Severity.CRITICAL: "Highest", Severity.MAJOR: "High", Severity.MINOR: "Medium", Severity.INFO: "Low"},
-    ),
-    "zendesk": Scale(
-        "zendesk",
-        "priority",
-        tuple(Level(name, name) for name in ("low", "normal", "high", "urgent")),
-        {Severity.CRITICAL: "urgent", Severity.MAJOR: "high", Severity.MINOR: "normal", Severity.INFO: "low"},
-    ),
-    # Desks without a scale of their own (email, the outbox, the generic ticket) say fabricase's.
-    "generic": Scale(
-        "generic",
-        "severity",
-        tuple(Level(s.value, s.value) for s in (Severity.INFO, Severity.MINOR, Severity.MAJOR, Severity.CRITICAL)),
-        {s: s.value for s in Severity},
-    ),
-}
+
+class _DeclaredScales(Mapping[str, Scale]):
+    """SCALES: each registered desk's scale as its class declares it (`scale`: AwsProvider, JiraDesk, ...), and
+    `generic`. Read from the provider registry at each look-up, importing only the desk asked for (no SDK
+    comes with this module)."""
+
+    def __getitem__(self, desk: str) -> Scale:
+        if desk == GENERIC.desk:
+            return GENERIC
+        from fabricase.providers import declared
+
+        scale = declared(desk, "scale") if isinstance(desk, str) else None
+        if not isinstance(scale, Scale):
+            raise KeyError(desk)
+        return scale
+
+    def __iter__(self) -> Iterator[str]:
+        from fabricase.providers import desk_keys
+
+        return iter([*(k for k in desk_keys() if k in self), GENERIC.desk])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+SCALES: Mapping[str, Scale] = _DeclaredScales()
 
 
 @dataclass(frozen=True)
@@ -218,7 +191,7 @@ class DeskSeverity:
 
 def scale_for(desk: str) -> Scale:
     """The desk's scale; desks without one use fabricase's own (`generic`)."""
-    return SCALES.get(desk, SCALES["generic"])
+    return SCALES.get(desk, GENERIC)
 
 
 def plan_max_level(desk: str, plan: str) -> str:

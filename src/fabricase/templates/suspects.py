@@ -25,9 +25,11 @@ __all__ = [
     "for_desk",
     "host_outcomes",
     "is_suspect_section",
+    "leftover_history",
     "scope_line",
     "shorten",
     "suspect_facts",
+    "suspect_history",
     "suspect_hosts",
     "ticket_title",
 ]
@@ -232,9 +234,31 @@ def _strength(s: Suspect) -> str:
     return ", ".join(parts)
 
 
+def suspect_history(s: Suspect, history: Mapping[str, str]) -> str | None:
+    """The repeat-offender line (tracker.stats.history_lines: key -> line) for this suspect: its port's, else
+    its host's; a shared suspect's component's."""
+    if not history:
+        return None
+    keys = [*(f"{s.host}/{c}" for c in s.components), s.host] if s.host else list(s.components)
+    return next((history[k] for k in keys if k in history), None)
+
+
+def leftover_history(owned: Sequence[Suspect], history: Mapping[str, str], hosts: Iterable[str]) -> list[str]:
+    """History lines for the ticket's hosts that no suspect section says (a ticket on a symptom alone), each
+    with the thing it is about: `gpu001: second escalation for this host since ...`."""
+    said = {s.host for s in owned if s.host} | {c for s in owned if not s.host for c in s.components}
+    wanted = set(hosts)
+    out = []
+    for key, line in history.items():
+        host = key.partition("/")[0] if "/" in key and ":" not in key.partition("/")[0] else key
+        if host in wanted and host not in said:
+            out.append(f"{key}: {line}")
+    return out
+
+
 def suspect_facts(s: Suspect, index: int, total: int,
-                  host_identity: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Everything a suspect's section shows, as flat facts."""
+                  host_identity: Mapping[str, Any] | None = None, history: str | None = None) -> dict[str, Any]:
+    """Everything a suspect's section shows, as flat facts. history: its repeat-offender line, if any."""
     if s.host:
         where = f"{s.host}: {', '.join(_components(s))}"
     else:
@@ -267,4 +291,5 @@ def suspect_facts(s: Suspect, index: int, total: int,
         "identity": _identity(s, host_identity or {}),
         "action": s.action,
         "key_number": s.key_number,
+        "history": history,
     }

@@ -183,11 +183,12 @@ class _Raw:
         yield self.body
 
 
-def answer_once(client: Any, operation: str, status: int, body: dict[str, Any], *, times: int = 1,
+def answer_once(client: Any, operation: str, status: int, body: dict[str, Any] | str, *, times: int = 1,
                 before: Any = None) -> list[int]:
-    """The next `times` requests of `operation` are answered with this HTTP status and JSON body instead of being
-    sent (botocore's public before-send event); `before()` runs first (a side effect the lost answer had).
-    Returns a list that grows by one per answered request."""
+    """The next `times` requests of `operation` are answered with this HTTP status and JSON body (a str: an HTML
+    page, as a proxy or an endpoint without the operation answers) instead of being sent (botocore's public
+    before-send event); `before()` runs first (a side effect the lost answer had). Returns a list that grows by
+    one per answered request."""
     from botocore.awsrequest import AWSResponse
 
     answered: list[int] = []
@@ -198,6 +199,9 @@ def answer_once(client: Any, operation: str, status: int, body: dict[str, Any], 
         answered.append(status)
         if before is not None:
             before()
+        if isinstance(body, str):
+            return AWSResponse(request.url, status, {"Content-Type": "text/html; charset=utf-8"},
+                               _Raw(body.encode()))
         headers = {"Content-Type": "application/x-amz-json-1.1", "x-amzn-RequestId": "fake-request"}
         return AWSResponse(request.url, status, headers, _Raw(json.dumps(body).encode()))
 

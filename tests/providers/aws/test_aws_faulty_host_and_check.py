@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import sys
+from pathlib import Path
+
 import pytest
 from awsfakes import SEVERITIES, capture_params
 
@@ -9,6 +13,9 @@ from fabricase.errors import ProviderError
 from fabricase.models import Evidence, Finding, Placement, Severity
 from fabricase.providers.aws import AwsProvider
 from fabricase.providers.aws_ec2 import reason_codes
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from faulty_fleet import FAULTY, XID_AT, host_report, instance_id, record_escalation, write_fleet  # noqa: E402
 
 PLACEMENT = Placement(host="gpu001", provider="aws", instance_id="i-0123456789abcdef0", region="us-east-1",
                       topology=["network-node:nn-top", "network-node:nn-mid", "network-node:nn-a"])
@@ -27,32 +34,60 @@ def test_reason_codes_come_from_the_model_enum():
     assert reason_codes([finding("something-new", "thing:1")]) == ["other"]
 
 
-def test_report_sends_impaired_with_reason_codes_and_summaries(provider, clients):
+def test_report_sends_impaired_with_the_hosts_own_reason_codes_start_and_case(provider, clients):
     findings = [
         finding("nvidia-xid", "gpu:3", Severity.CRITICAL),
         finding("rdma-symbol-errors", "rdma:mlx5_0/1"),
-        finding("shared-component-fault", "network-node:nn-mid", host=None),
-        finding("link-down", "netdev:eth9", Severity.MINOR),  # minor: not reported
-        finding("rdma-symbol-errors", "rdma:mlx5_1/1", host="gpu002"),  # another host
+        finding("rdma-symbol-errors", "rdma:mlx5_1/1", host="gpu002"),  # another host's: not in this report
     ]
-    clients.stub("ec2").add_response("report_instance_status", {}, None)
+    report = host_report(PLACEMENT, findings)
+    clients.stub("ec2").add_response("report_instance_status", {}, {
+        "Instances": ["i-0123456789abcdef0"], "Status": "impaired", "StartTime": XID_AT,
+        "ReasonCodes": ["performance-other", "performance-network"], "Description": report.description})
     sent = capture_params(clients.clients["ec2"], "ReportInstanceStatus")
-    report = provider.report_faulty_host(PLACEMENT, [f.to_dict() for f in findings])
-    clients.assert_no_pending()
+    result = provider.report_faulty_host(PLACEMENT, report)
+    clients.assert_no_pending()  # the Stubber checked every parameter against botocore's ec2 model
     [params] = sent
-    assert params["Instances"] == ["i-0123456789abcdef0"] and params["Status"] == "impaired"
-    assert params["ReasonCodes"] == ["performance-other", "performance-network"]
     lines = params["Description"].splitlines()
-    assert lines[0] == "fabricase: 3 finding(s) on gpu001" and lines[1] == "critical: gpu:3: gpu:3: nvidia-xid"
-    assert not any("eth9" in line or "mlx5_1" in line for line in lines)
-    assert (report.channel, report.reference) == ("ec2:ReportInstanceStatus", "i-0123456789abcdef0")
+    assert lines[0] == "fabricase FC-1, support case case-4711: 2 suspects on gpu001"
+    assert lines[1].startswith("critical: gpu001 ") and not any("mlx5_1" in line for line in lines)
+    assert (result.channel, result.reference) == ("ec2:ReportInstanceStatus", "i-0123456789abcdef0")
 
 
-def test_report_without_an_instance_or_a_finding_is_refused(provider, clients):
-    with pytest.raises(ProviderError, match="gpu001: no major or critical finding to report"):
-        provider.report_faulty_host(PLACEMENT, [finding("link-down", "netdev:eth9", Severity.MINOR)])
+def test_report_without_an_instance_or_a_suspect_is_refused(provider, clients):
+    report = host_report(PLACEMENT, [finding("rdma-symbol-errors", "rdma:mlx5_0/1")])
+    with pytest.raises(ProviderError, match="gpu001: no provider-owned major or critical suspect to report"):
+        provider.report_faulty_host(PLACEMENT, dataclasses.replace(report, suspects=()))
     with pytest.raises(ProviderError, match="host gpu009 has no EC2 instance id to report"):
-        provider.report_faulty_host(Placement(host="gpu009", provider="aws"), [])
+        provider.report_faulty_host(Placement(host="gpu009", provider="aws"), report)
+    clients.assert_no_pending()
+
+
+def test_report_faulty_sends_each_host_once(home, profile, clients, tmp_path):
+    """`fabricase report-faulty FC-n` against the Stubber (moto lacks ReportInstanceStatus): one request per
+    faulty host, each checked against the model; run again, nothing is sent (the Stubber has no answer left)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from fabricase.cli import cli
+    from fabricase.config import Paths
+
+    capture = write_fleet(tmp_path / "capture", "aws")
+    esc_id = record_escalation(Paths(data=home, config=home), "aws", capture)
+    for _ in FAULTY:
+        clients.stub("ec2").add_response("report_instance_status", {}, None)
+    sent = capture_params(clients.clients["ec2"], "ReportInstanceStatus")
+    first = CliRunner().invoke(cli, ["report-faulty", esc_id, "--json"], catch_exceptions=False)
+    assert first.exit_code == 0, first.output
+    clients.assert_no_pending()
+    again = CliRunner().invoke(cli, ["report-faulty", esc_id, "--json"], catch_exceptions=False)
+    assert again.exit_code == 0, again.output
+    assert sorted(p["Instances"][0] for p in sent) == sorted(instance_id("aws", h) for h in FAULTY)
+    assert [r["status"] for r in json.loads(first.stdout)["reports"]] == ["sent"] * 3
+    assert [r["status"] for r in json.loads(again.stdout)["reports"]] == ["already reported"] * 3
+    shown = json.loads(CliRunner().invoke(cli, ["show", esc_id, "--json"]).stdout)
+    assert len([e for e in shown["events"] if e["kind"] == "faulty-report"]) == 3
 
 
 def _dry_run_ok(stub, method):

@@ -23,6 +23,7 @@ from fabricase.redact import gate
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from desks.fakes import assert_wire, plant_all  # noqa: E402
+from faulty_fleet import host_report  # noqa: E402
 
 SEED = 14
 PLACES = ("title", "body", "bundle", "comment", "attach-note", "attach-file", "resolve-note", "reopen-note",
@@ -59,7 +60,7 @@ def test_no_secret_reaches_aws_in_any_request(provider, clients, moto, tmp_path,
     support.add_response("add_communication_to_case", {"result": True}, None)
     provider.reopen_case(case_id, planted["reopen-note"].text)
     ec2.add_response("report_instance_status", {}, None)
-    provider.report_faulty_host(placement, findings)
+    provider.report_faulty_host(placement, host_report(placement, findings))  # the findings' text as suspects'
     clients.assert_no_pending()
 
     assert_wire([request for w in wires for request in w], planted, gated=gated)

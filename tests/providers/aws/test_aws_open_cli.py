@@ -59,7 +59,7 @@ def test_open_replay_files_one_case_with_topology_and_the_bundle_by_upload_links
     support = boto3.client("support", region_name=REGION, endpoint_url=moto)
     [case] = support.describe_cases(includeResolvedCases=True)["cases"]
     assert opened["provider_case_id"] == case["caseId"] and opened["state"] == "filed"
-    assert case["subject"].startswith(f"[fabricase {opened['escalation_id']}] ")
+    assert case["subject"].startswith(opened["case_marker"] + " ")
     body = sent["communicationBody"]
     assert "nn-7f3a" in body and "nn-21c0" in body and "nn-leaf0" in body  # the network nodes, in the body
     assert ids[1] in body and "use1-az4" in body  # the instance at fault and its AZ id
@@ -86,3 +86,53 @@ def test_open_without_a_support_plan_exits_1_in_one_line_and_files_nothing(home,
     listed = json.loads(invoke("list", "--state", "all", "--json").stdout)
     assert [e.get("provider_case_id") for e in listed] in ([], [None])
     assert all(e["state"] != "filed" for e in listed)
+
+
+def _open_json(capture, *extra):
+    return invoke("open", "--replay", str(capture), "--provider", "aws", "--symptom", "allreduce busbw fell 40%",
+                  "--json", *extra)
+
+
+def test_the_body_says_the_severity_the_case_is_filed_at(home, moto, clients, tmp_path):
+    """major maps to critical here, which a Business plan does not offer: the case goes at urgent, and the body
+    says urgent. Before, make_draft never saw the plan: the body said one level and the field another."""
+    write_config(home, moto, attachments="attachment-set", severity={"major": "critical"})
+    capture, ids = ec2_fleet(moto, tmp_path)
+    stub_topology(clients, ids)
+    stub_codes(clients)
+    clients.stub("support").add_response("add_attachments_to_set", {"attachmentSetId": "as-1"}, None)
+    created = capture_params(clients.clients["support"], "CreateCase")
+
+    result = _open_json(capture)
+
+    assert result.exit_code == 0, result.output
+    [sent] = created
+    assert sent["severityCode"] == "urgent"
+    [line] = [ln for ln in sent["communicationBody"].splitlines() if ln.startswith("Severity:")]
+    assert line.startswith("Severity: urgent (")
+    assert "capped from critical by the severity levels this account's support plan offers" in " ".join(
+        sent["communicationBody"].split())
+
+
+def test_no_host_found_as_an_instance_is_refused_and_filed_only_with_force(home, moto, clients, tmp_path):
+    """Hosts whose instances are in no configured region: before, a case naming no instance was filed anyway,
+    without a word. Now open refuses in one line; --force files it with the warning first in the body."""
+    write_config(home, moto, attachments="attachment-set")
+    hosts = {f"gpu{k:03d}": f"i-0{k:016x}" for k in range(1, 5)}  # ids moto does not know
+    capture = write_ec2_capture(tmp_path / "capture", hosts, bad={"gpu002"})
+    clients.stub("ec2").add_response("describe_instance_topology", {"Instances": []}, None)
+
+    refused = _open_json(capture)
+
+    assert refused.exit_code == 1
+    assert "not filed: no AWS instance i-0" in refused.stderr and "--force" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert boto3.client("support", region_name=REGION, endpoint_url=moto).describe_cases()["cases"] == []
+
+    stub_codes(clients)
+    clients.stub("support").add_response("add_attachments_to_set", {"attachmentSetId": "as-1"}, None)
+    created = capture_params(clients.clients["support"], "CreateCase")
+    forced = _open_json(capture, "--force")
+    assert forced.exit_code == 0, forced.output
+    [sent] = created
+    assert sent["communicationBody"].startswith("Warning: filed with --force although no AWS instance i-0")

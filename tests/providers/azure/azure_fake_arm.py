@@ -363,6 +363,21 @@ def _impact_resource(name: str, props: dict[str, Any]) -> dict[str, Any]:
             "properties": {**props, "provisioningState": "Succeeded"}}
 
 
+IMPACT_REQUIRED = ("startDateTime", "impactCategory", "impactedResourceId")
+
+
+def impact_problem(body: Any) -> str | None:
+    """Why Guest Health Reporting would refuse this workloadImpacts body (cloud-apis.md 3.1: the required fields,
+    PhysicalHostName, an ISO 8601 UTC start), or None."""
+    props = (body or {}).get("properties", {}) if isinstance(body, dict) else {}
+    missing = [k for k in IMPACT_REQUIRED if not props.get(k)]
+    if missing or not props.get("additionalProperties", {}).get("PhysicalHostName"):
+        return f"missing {missing or 'PhysicalHostName'}"
+    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", str(props["startDateTime"])):
+        return f"startDateTime {props['startDateTime']!r} is not ISO 8601 UTC"
+    return None
+
+
 def _impact(arm: FakeArm, method: str, name: str, body: Any) -> tuple[int, Any, dict[str, str] | None]:
     if method == "GET":
         known = arm.state.impacts.get(name)
@@ -372,9 +387,9 @@ def _impact(arm: FakeArm, method: str, name: str, body: Any) -> tuple[int, Any, 
         return 405, error("MethodNotAllowed", method), None
     if name in arm.state.impacts:  # cloud-apis.md 3.1: impactName must be unique (reusing it does not return 200)
         return 409, error("Conflict", f"workload impact {name} already exists; impact names must be unique"), None
-    props = (body or {}).get("properties", {})
-    missing = [k for k in ("startDateTime", "impactCategory", "impactedResourceId") if not props.get(k)]
-    if missing or not props.get("additionalProperties", {}).get("PhysicalHostName"):
-        return 400, error("BadRequest", f"missing {missing or 'PhysicalHostName'}"), None
+    problem = impact_problem(body)
+    if problem:
+        return 400, error("BadRequest", problem), None
+    props = body["properties"]
     arm.state.impacts[name] = body
     return 201, _impact_resource(name, props), None

@@ -19,6 +19,7 @@ from fabricase.redact import gate
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from desks.fakes import assert_wire, plant_all  # noqa: E402
+from faulty_fleet import host_report  # noqa: E402
 
 SEED = 14
 PLACES = ("title", "body", "bundle", "comment", "attach-note", "attach-file", "resolve-note", "reopen-note",
@@ -47,7 +48,7 @@ def test_no_secret_reaches_azure_in_any_request(provider, arm, tmp_path, monkeyp
     provider.attach(case_id, [log], planted["attach-note"].text)
     provider.resolve_case(case_id, planted["resolve-note"].text)
     provider.reopen_case(case_id, planted["reopen-note"].text)
-    provider.report_faulty_host(placement, findings)
+    provider.report_faulty_host(placement, host_report(placement, findings))  # the findings' text as suspects'
 
     workspace = arm.state.tickets[case_id]["properties"]["fileWorkspaceName"]
     assert sorted(arm.state.workspaces[workspace]) == sorted([bundle.name, log.name])

@@ -3,7 +3,10 @@ status read back -> resolved, the faulty-host report, check(), and the errors th
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from azure_fake_arm import SUB
@@ -15,6 +18,9 @@ from fabricase.errors import ProviderError
 from fabricase.models import EscalationState, Evidence, Finding, Placement, Severity, TicketDraft
 from fabricase.providers import get_provider
 from fabricase.providers.azure import AzureProvider
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from faulty_fleet import host_report  # noqa: E402
 
 
 def _draft(body_extra: str = "", bundle_id: str | None = "cd" * 32, severity=Severity.MAJOR) -> TicketDraft:
@@ -206,18 +212,35 @@ def test_report_faulty_host_puts_a_workload_impact(provider, arm):
     placement = Placement(host="gpu002", provider="azure", instance_id=rid, region="eastus2",
                           extra={"physical_host_name": "GGBB002"})
     findings = [Finding(kind="rdma-link-flap", severity=Severity.MAJOR, host="gpu002", component="rdma:mlx5_0/1",
-                        summary="link_downed +2 in 5 s", evidence=[Evidence("link.down_events.delta", 2, "events")])]
-    report = provider.report_faulty_host(placement, findings)
+                        summary="link_downed +2 in 5 s", evidence=[Evidence("link.down_events.delta", 2, "events")]),
+                # another host's Xid 79: neither this host's category nor its text
+                Finding(kind="nvidia-xid", severity=Severity.CRITICAL, host="gpu009", component="gpu:3",
+                        summary="Xid 79", evidence=[Evidence("xid_79", 1, "events")])]
+    report = provider.report_faulty_host(placement, host_report(placement, findings))
     assert report.raw_status == "Succeeded" and report.reference in arm.state.impacts
     assert "IBPortFlapping" in report.channel
     body = arm.state.impacts[report.reference]["properties"]
     assert body["impactCategory"] == "Resource.Hpc.Unhealthy.IBPortFlapping" and body["impactedResourceId"] == rid
     assert body["additionalProperties"] == {"PhysicalHostName": "GGBB002", "Location": "eastus2"}
-    assert body["startDateTime"] == "2026-11-30T01:00:00Z" and "link_downed +2" in body["impactDescription"]
+    assert body["startDateTime"] == "2026-11-29T23:59:58Z"  # the host's first error, not the time of the call
+    assert "link_downed +2" in body["impactDescription"] and "support case case-4711" in body["impactDescription"]
+    assert "Xid" not in body["impactDescription"]
     (call,) = arm.calls("PUT", "workloadImpacts")
     assert call["query"]["api-version"] == "2025-01-01-preview" and call["auth"] == "Bearer fake-token-not-real"
     with pytest.raises(ProviderError, match="needs its PhysicalHostName"):
-        provider.report_faulty_host(Placement(host="x", provider="azure", instance_id=rid), findings)
+        bare = Placement(host="gpu002", provider="azure", instance_id=rid)
+        provider.report_faulty_host(bare, host_report(bare, findings))
+
+
+def test_a_report_without_suspects_sends_nothing(provider, arm):
+    rid = arm.add_vm("gpu002")
+    placement = Placement(host="gpu002", provider="azure", instance_id=rid, extra={"physical_host_name": "GGBB002"})
+    flap = Finding(kind="rdma-link-flap", severity=Severity.MAJOR, host="gpu002", component="rdma:mlx5_0/1",
+                   summary="link_downed +2 in 5 s")
+    empty = dataclasses.replace(host_report(placement, [flap]), suspects=(), findings=())
+    with pytest.raises(ProviderError, match="no provider-owned major or critical suspect to report"):
+        provider.report_faulty_host(placement, empty)
+    assert arm.calls("PUT", "workloadImpacts") == []
 
 
 def test_report_faulty_host_errors_are_one_line(provider, arm, delays):
@@ -225,10 +248,12 @@ def test_report_faulty_host_errors_are_one_line(provider, arm, delays):
                                                              "message": "Allow Impact Reporting is not registered"}})
     placement = Placement(host="g", provider="azure", instance_id="/subscriptions/x/vm", extra={
         "physical_host_name": "GGBB"})
+    report = host_report(placement, [Finding(kind="rdma-link-flap", severity=Severity.MAJOR, host="g",
+                                             component="rdma:mlx5_0/1", summary="flap")])
     with pytest.raises(ProviderError, match="permission denied .403 FeatureNotRegistered: Allow Impact"):
-        provider.report_faulty_host(placement, [])
+        provider.report_faulty_host(placement, report)
     arm.fail("PUT", "workloadImpacts", 429, headers={"Retry-After": "3"})
-    assert provider.report_faulty_host(placement, []).raw_status == "Succeeded" and delays == [3.0]
+    assert provider.report_faulty_host(placement, report).raw_status == "Succeeded" and delays == [3.0]
 
 
 def test_check_reports_each_part(provider, arm):

@@ -127,13 +127,19 @@ def test_communication_name_is_time_and_text():
     assert communication_name("t", "x", at).startswith("fabricase-20261130T010203456789Z-")
 
 
-def _report_inputs(arm) -> tuple[Placement, list[Finding]]:
+def _report_inputs(arm):
+    """The placement and its HostReport (fabricase.faulty)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from faulty_fleet import host_report
+
     rid = arm.add_vm("gpu002", fault_domain=1)
     placement = Placement(host="gpu002", provider="azure", instance_id=rid, region="eastus2",
                           extra={"physical_host_name": "GGBB002"})
     findings = [Finding(kind="rdma-link-flap", severity=Severity.MAJOR, host="gpu002", component="rdma:mlx5_0/1",
                         summary="link_downed +2 in 5 s", evidence=[Evidence("link.down_events.delta", 2, "events")])]
-    return placement, findings
+    return placement, host_report(placement, findings)
 
 
 def test_each_report_attempt_has_its_own_impact_name(paths, arm):

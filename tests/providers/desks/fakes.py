@@ -34,6 +34,7 @@ class Failure:
     headers: dict[str, str]
     times: int
     process: bool  # handle the request, then answer the failure: a response lost on the way back
+    html: bool = False  # answer an HTML page, not the desk's JSON error (a proxy or a site without the API)
 
 
 @dataclass
@@ -61,8 +62,8 @@ class FakeDesk:
         raise NotImplementedError
 
     def fail(self, method: str, path: str, status: int, *, headers: dict[str, str] | None = None, times: int = 1,
-             process: bool = False) -> None:
-        self.failures.append(Failure(method, re.compile(path), status, headers or {}, times, process))
+             process: bool = False, html: bool = False) -> None:
+        self.failures.append(Failure(method, re.compile(path), status, headers or {}, times, process, html))
 
     def handle(self, method: str, target: str, headers, body: bytes) -> Reply:
         url = urlsplit(target)
@@ -78,6 +79,9 @@ class FakeDesk:
                 failure.times -= 1
                 if failure.process:
                     self.route(method, url.path, parse_qs(url.query), headers, body)
+                if failure.html:
+                    return Reply(failure.status, f"<!DOCTYPE html><html><body><h1>{failure.status}</h1>"
+                                                 "</body></html>", failure.headers)
                 return Reply(failure.status, {"errorMessage": f"injected {failure.status}",
                                               "error": f"injected {failure.status}"}, failure.headers)
             return self.route(method, url.path, parse_qs(url.query), headers, body)
@@ -90,11 +94,12 @@ class FakeDesk:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 reply = desk.handle(self.command, self.path, self.headers, body)
-                data = b"" if reply.body is None else json.dumps(reply.body).encode()
+                html = isinstance(reply.body, str)
+                data = b"" if reply.body is None else reply.body.encode() if html else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 for k, v in reply.headers.items():
                     self.send_header(k, v)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html; charset=utf-8" if html else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -248,6 +253,7 @@ class FakeZendesk(FakeDesk):
         self.uploads: dict[str, list[tuple[str, bytes]]] = {}
         self.idempotency: dict[str, int] = {}
         self.idempotency_lookups: list[str] = []
+        self.honours_idempotency = True  # False: the key is dropped on the way (a proxy, an expired key)
         self._ids = itertools.count(101)
         self._tokens = itertools.count(1)
 
@@ -278,7 +284,7 @@ class FakeZendesk(FakeDesk):
             self.uploads.setdefault(token, []).append((query["filename"][0], body))
             return Reply(201, {"upload": {"token": token, "attachment": {"file_name": query["filename"][0]}}})
         if (method, path) == ("POST", "/api/v2/tickets"):
-            key = headers.get("Idempotency-Key")
+            key = headers.get("Idempotency-Key") if self.honours_idempotency else None
             if key in self.idempotency:
                 self.idempotency_lookups.append("hit")
                 return Reply(201, {"ticket": self._public(self.tickets[self.idempotency[key]])},

@@ -84,8 +84,8 @@ def test_throttling_honours_retry_after_then_succeeds(desks, jira, jira_settings
     (401, {}, "search requests: authentication failed (HTTP 401): check FABRICASE_JIRA_EMAIL and "
               "FABRICASE_JIRA_TOKEN"),
     (403, {}, "read attachment settings: permission denied (HTTP 403): injected 403"),
-    (429, {"Retry-After": "3600"}, "read attachment settings: throttled (HTTP 429); the desk asks to wait 3600 s, "
-                                   "try again later"),
+    (429, {"Retry-After": "3600"}, "read attachment settings: throttled (HTTP 429): injected 429; the service asks "
+                                   "to wait 3600 s, try again later"),
     (500, {}, "read attachment settings: server error (HTTP 500): injected 500 (after 5 attempts)"),
 ])
 def test_errors_are_one_line_and_nothing_is_filed(desks, jira, jira_settings, draft, bundle, status, headers,

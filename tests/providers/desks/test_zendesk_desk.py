@@ -40,11 +40,13 @@ def test_file_status_comment_attach_resolve_reopen(desks, zendesk, zendesk_setti
     assert desk.status("101").state is EscalationState.WAITING_PROVIDER
 
 
-def test_a_retried_create_reuses_the_idempotency_key(desks, zendesk, zendesk_settings, draft, bundle):
+def test_a_lost_create_is_found_by_external_id_before_any_retry(desks, zendesk, zendesk_settings, draft, bundle):
     zendesk.fail("POST", r"^/api/v2/tickets$", 503, process=True)  # created, but the answer is lost
     filed = desks("zendesk", zendesk_settings).file("FC-1", draft, bundle)
     assert filed.case_id == "101" and list(zendesk.tickets) == [101]
-    assert zendesk.idempotency_lookups == ["miss", "hit"]
+    # the create carried its Idempotency-Key, and was not sent again: the search found the ticket first
+    assert list(zendesk.idempotency) == ["FC-1"] and zendesk.idempotency_lookups == ["miss"]
+    assert zendesk.calls.count(("POST", "/api/v2/tickets")) == 1
 
 
 def test_filing_again_finds_the_ticket_by_external_id(desks, zendesk, zendesk_settings, draft, bundle):

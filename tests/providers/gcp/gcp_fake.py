@@ -90,7 +90,7 @@ class FakeGoogle:
     uploads: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (case, filename) -> bytes
     requests: list[Seen] = field(default_factory=list)
     wire: list[bytes] = field(default_factory=list)  # every request as it arrived: method and target, then the body
-    faults: list[list] = field(default_factory=list)  # [method, path regex, status, message, times left]
+    faults: list[list] = field(default_factory=list)  # [method, path regex, status, message, times left, after, html]
     search_lags: bool = False  # cases:search does not see cases yet (the index lags)
     classification_queries: list[str] = field(default_factory=list)
     tokens_issued: int = 0
@@ -105,8 +105,12 @@ class FakeGoogle:
     def add(self, inst: dict, zone: str = ZONE) -> None:
         self.instances[(zone, inst["name"])] = inst
 
-    def fail(self, method: str, path: str, status: int, message: str = "injected", times: int = 1) -> None:
-        self.faults.append([method, re.compile(path), status, message, times])
+    def fail(self, method: str, path: str, status: int, message: str = "injected", times: int = 1, *,
+             after: bool = False, html: bool = False) -> None:
+        """Answer the next `times` matching requests with `status`. after: the request is carried out first (a
+        case created, then its answer lost: a gateway's 504); html: the answer is an HTML page, not the API's
+        JSON error (an endpoint or proxy without the operation)."""
+        self.faults.append([method, re.compile(path), status, message, times, after, html])
 
     def seen(self, method: str, pattern: str) -> list[Seen]:
         return [r for r in self.requests if r.method == method and re.search(pattern, r.path)]
@@ -318,10 +322,11 @@ def handler(g: FakeGoogle):
         def log_message(self, *args: Any) -> None:
             pass
 
-        def _answer(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
+        def _answer(self, status: int, payload: dict | str) -> None:
+            html = isinstance(payload, str)
+            data = payload.encode() if html else json.dumps(payload).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/html; charset=utf-8" if html else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -331,14 +336,25 @@ def handler(g: FakeGoogle):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             query = parse_qs(url.query)
+            fault = None
             with g.lock:
                 g.wire.append(f"{self.command} {self.path}\n".encode() + body)
                 g.requests.append(Seen(self.command, url.path, query, body,
                                     {k.lower(): v for k, v in self.headers.items()}))
-                for fault in g.faults:
-                    if fault[4] > 0 and fault[0] == self.command and fault[1].search(url.path):
-                        fault[4] -= 1
-                        return self._answer(fault[2], _error(fault[2], fault[3]))
+                for candidate in g.faults:
+                    if candidate[4] > 0 and candidate[0] == self.command and candidate[1].search(url.path):
+                        candidate[4] -= 1
+                        fault = candidate
+                        break
+            if fault is not None:
+                if fault[5]:
+                    self._route(url, query, body)  # carried out; only its answer is lost
+                page = f"<!DOCTYPE html><html><body><h1>{fault[2]}</h1><p>{fault[3]}</p></body></html>"
+                return self._answer(fault[2], page if fault[6] else _error(fault[2], fault[3]))
+            status, answer = self._route(url, query, body)
+            return self._answer(status, answer)
+
+        def _route(self, url, query, body) -> tuple[int, dict]:
             for method, pattern, fn, kind in routes:
                 m = pattern.fullmatch(url.path)
                 if m and method == self.command:
@@ -348,9 +364,8 @@ def handler(g: FakeGoogle):
                             payload = payload if "body" in payload else payload.get("comment", payload)
                     else:
                         payload = body
-                    status, answer = fn(m.groupdict(), query, payload)
-                    return self._answer(status, answer)
-            return self._answer(404, _error(404, f"no route for {self.command} {url.path}"))
+                    return fn(m.groupdict(), query, payload)
+            return 404, _error(404, f"no route for {self.command} {url.path}")
 
         do_GET = do_POST = do_PATCH = _serve
 

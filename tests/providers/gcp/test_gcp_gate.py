@@ -22,6 +22,7 @@ from fabricase.redact import gate
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from desks.fakes import assert_wire, plant_all  # noqa: E402
+from faulty_fleet import host_report  # noqa: E402
 
 SEED = 14
 PLACES = ("title", "body", "summary", "bundle", "comment", "attach-note", "attach-file", "resolve-note", "findings")
@@ -52,7 +53,7 @@ def test_no_secret_reaches_google_in_any_request(google, tmp_path, monkeypatch, 
     provider.attach(case_id, [log], planted["attach-note"].text)
     provider.resolve_case(case_id, planted["resolve-note"].text)
     (placement,) = provider.locate([{"host": "a3u-node-0", "identity": GCE}])
-    provider.report_faulty_host(placement, findings)
+    provider.report_faulty_host(placement, host_report(placement, findings))  # the findings' text as suspects'
 
     assert len(google.seen("POST", r"/upload/")) == 3  # the bundle, the summary, the attached file
     assert_wire(google.wire, planted, gated=gated)

@@ -84,7 +84,7 @@ def test_open_replay_files_one_case_with_the_topology_and_the_bundle(home, googl
     assert len(google.cases) == 1
     (name, case), = google.cases.items()
     assert opened["provider_case_id"] == name and opened["state"] == "filed"
-    assert case["displayName"].startswith(f"[fabricase {opened['escalation_id']}]")
+    assert case["displayName"].startswith(opened["case_marker"])
     body = case["description"]
     row = next(line for line in body.splitlines() if BAD in line and "blk-a" in line)
     assert "sb-2" in row and "h05" in row  # block, sub-block and physical host of the bad VM

@@ -5,9 +5,12 @@ and every error a user can meet, each one line naming the provider and the opera
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import random
+import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 from gcp_fake import CLASSIFICATION_GPU, PROJECT, TOKEN, ZONE, instance, write_profile
@@ -18,6 +21,9 @@ from fabricase.errors import ProviderError, UnsupportedError
 from fabricase.models import EscalationState, Finding, Severity, TicketDraft
 from fabricase.providers import Feature, get_provider
 from fabricase.providers.gcp import GcpProvider
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from faulty_fleet import host_report  # noqa: E402
 
 GCE = {"product_name": "Google Compute Engine", "sys_vendor": "Google"}
 
@@ -261,39 +267,50 @@ def test_report_a_faulty_host(paths, google):
     (p,) = provider.locate([{"host": "a3u-node-0", "identity": GCE}])
     xid = Finding(kind="nvidia-xid", severity=Severity.CRITICAL, host="a3u-node-0", component="gpu:3",
                   summary="79 GPU_HAS_FALLEN_OFF_THE_BUS x1")
-    report = provider.report_faulty_host(p, [xid])
-    assert report.channel == "compute.instances.reportHostAsFaulty" and report.reference == (
-        "operation-reportHostAsFaulty-1") and report.raw_status == "RUNNING"
+    minor = Finding(kind="rdma-port-errors", severity=Severity.MINOR, host="a3u-node-0",
+                    component="rdma:mlx5_0/1", summary="a few errors")
+    report = host_report(p, [xid, minor])  # the minor finding's suspect is reported by no one
+    result = provider.report_faulty_host(p, report)
+    assert result.channel == "compute.instances.reportHostAsFaulty" and result.reference == (
+        "operation-reportHostAsFaulty-1") and result.raw_status == "RUNNING"
     (seen,) = google.seen("POST", r"/instances/a3u-node-0/reportHostAsFaulty$")
-    assert seen.json() == {"disruptionSchedule": "IMMEDIATE", "faultReasons": [
-        {"behavior": "UNRECOVERABLE_GPU_ERROR", "description": "gpu:3: 79 GPU_HAS_FALLEN_OFF_THE_BUS x1"}]}
-    provider.report_faulty_host(p, [xid])  # a retry of the same report carries the same request id
+    assert seen.json() == {"disruptionSchedule": "FUTURE", "faultReasons": [
+        {"behavior": "UNRECOVERABLE_GPU_ERROR", "description": "fabricase FC-1, support case case-4711: 1 suspect "
+         "on a3u-node-0\ncritical: a3u-node-0 GPU 3: bad link; 79 GPU_HAS_FALLEN_OFF_THE_BUS x1"}]}
+    provider.report_faulty_host(p, report)  # a retry of the same report carries the same request id
     first, second = google.seen("POST", r"reportHostAsFaulty$")
     assert first.query["requestId"] == second.query["requestId"]
+    provider.report_faulty_host(p, report, disruption="immediate")
+    assert google.seen("POST", r"reportHostAsFaulty$")[-1].json()["disruptionSchedule"] == "IMMEDIATE"
 
 
-def test_report_an_nvlink_switch_fault_to_the_sub_block(paths, google):
+def test_report_an_nvlink_switch_fault_to_the_sub_block_only_when_immediate(paths, google):
     google.add(instance("a4x-node-0", machine="a4x-highgpu-4g"))
     provider = make(paths, google, zone=ZONE)
     (p,) = provider.locate([{"host": "a4x-node-0", "identity": GCE}])
     sxid = Finding(kind="nvswitch-sxid", severity=Severity.MAJOR, host="a4x-node-0", component="nvswitch:0000:05:00.0",
                    summary="SXid 20034 x3")
-    report = provider.report_faulty_host(p, [sxid])
-    assert report.channel == "compute.reservationSubBlocks.reportFaulty"
+    report = host_report(p, [sxid])
+    # The sub-block channel knows IMMEDIATE only: by default (future) the host itself is reported.
+    assert provider.report_faulty_host(p, report).channel == "compute.instances.reportHostAsFaulty"
+    assert not google.seen("POST", r"/reportFaulty$")
+    result = provider.report_faulty_host(p, report, disruption="immediate")
+    assert result.channel == "compute.reservationSubBlocks.reportFaulty"
     (seen,) = google.seen("POST", r"/reservations/res-a3u/reservationBlocks/blk-a/reservationSubBlocks/sb-1"
                                   r"/reportFaulty$")
-    assert seen.json()["failureComponent"] == "NVLINK_SWITCH"
+    assert seen.json()["failureComponent"] == "NVLINK_SWITCH" and seen.json()["disruptionSchedule"] == "IMMEDIATE"
     assert seen.json()["faultReasons"][0]["behavior"] == "NVSWITCH_FAULT_SWITCH_ERROR"
 
 
-def test_a_host_without_findings_or_placement_is_not_reported(paths, google):
+def test_a_host_without_suspects_or_placement_is_not_reported(paths, google):
     provider = make(paths, google)
     (p,) = provider.locate([{"host": "a3u-node-5", "identity": GCE}])  # not found
     flap = Finding(kind="link-flap", severity=Severity.MAJOR, host="a3u-node-5", component="netdev:eth1", summary="x")
+    report = host_report(p, [flap])
     with pytest.raises(ProviderError, match="not located on Compute Engine"):
-        provider.report_faulty_host(p, [flap])
-    with pytest.raises(ProviderError, match="nothing to report"):
-        provider.report_faulty_host(p, [])
+        provider.report_faulty_host(p, report)
+    with pytest.raises(ProviderError, match="no provider-owned major or critical suspect to report"):
+        provider.report_faulty_host(p, dataclasses.replace(report, suspects=(), findings=()))
     assert not google.seen("POST", r"report")
 
 

@@ -23,7 +23,7 @@ from fabricase.cli import cli
 from fabricase.providers.desks import outbox
 from fabricase.tracker.store import Tracker
 
-from .test_open_with_desks import _configure, home, write_fleet  # noqa: F401  (home: the fixture)
+from .test_open_with_desks import _configure, write_fleet
 
 
 class Crash(BaseException):
@@ -89,7 +89,7 @@ def _escalations(home) -> list[tuple[str, str | None]]:
 
 
 @pytest.fixture(params=["outbox", "jira", "zendesk"])
-def desk(request, home):  # noqa: F811
+def desk(request, home):
     if request.param == "outbox":
         yield None
         return
@@ -100,7 +100,7 @@ def desk(request, home):  # noqa: F811
     fake.stop()
 
 
-def test_a_crash_at_any_step_of_open_then_retry_files_exactly_one_case(home, desk, tmp_path, monkeypatch):  # noqa: F811
+def test_a_crash_at_any_step_of_open_then_retry_files_exactly_one_case(home, desk, tmp_path, monkeypatch):
     fleet = write_fleet(tmp_path / "fleet")
     counted = Steps()
     with monkeypatch.context() as m:

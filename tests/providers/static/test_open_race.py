@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from tracker.conftest import _postgres_url
 
 from fabricase.tracker import db
+from tracker.conftest import _postgres_url
 
 from .test_open_with_desks import HOSTS, write_fleet
 

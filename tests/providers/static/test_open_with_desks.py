@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from desks.fakes import JIRA_EMAIL, JIRA_TOKEN, ZENDESK_EMAIL, ZENDESK_TOKEN, FakeJira, FakeZendesk
+from desks.fakes import FakeJira, FakeZendesk
 
 from fabricase.capturedir import host_capture_from_stream, write_capture_meta, write_host
 from fabricase.cli import cli
@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).parents[3] / "benchmarks"))
 
 import fleetgen  # noqa: E402  (its capture-stream writer)
 
-HOSTS = [f"gpu{i:03d}" for i in range(1, 17)]
+from .conftest import HOSTS  # noqa: E402
+
 BAD_UNDER_LEAF_2 = {"gpu009", "gpu010", "gpu011", "gpu013", "gpu014", "gpu016"}
 
 
@@ -43,21 +44,6 @@ def write_fleet(root: Path) -> Path:
         hc.status, hc.transport = HostStatus.OK, "test"
         write_host(root, hc, raw)
     return root
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    h.mkdir()
-    monkeypatch.setenv("FABRICASE_HOME", str(h))
-    for name in ("FABRICASE_DEBUG", "FABRICASE_DB", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in (("FABRICASE_JIRA_EMAIL", JIRA_EMAIL), ("FABRICASE_JIRA_TOKEN", JIRA_TOKEN),
-                        ("FABRICASE_ZENDESK_EMAIL", ZENDESK_EMAIL), ("FABRICASE_ZENDESK_TOKEN", ZENDESK_TOKEN)):
-        monkeypatch.setenv(name, value)
-    hosts = {h: {"switch": f"leaf-{i // 8 + 1}", "rack": f"r{i // 8 + 1}"} for i, h in enumerate(HOSTS)}
-    (h / "inventory.json").write_text(json.dumps({"hosts": hosts}))
-    return h
 
 
 def _run(*args, code=0):
@@ -95,7 +81,7 @@ def test_open_files_one_ticket_with_the_topology_and_the_bundle(home, tmp_path, 
         [(key, ticket)] = fake.tickets.items()
         subject, body, files = ticket["subject"], ticket["comments"][0]["body"], ticket["files"]
     assert opened["provider_case_id"] == str(key) and opened["state"] in ("filed", "waiting-provider")
-    assert subject.startswith(f"[fabricase {opened['escalation_id']}] ")
+    assert subject.startswith(opened["case_marker"] + " ")
     assert "switch:leaf-2" in body and "rack:r2" in body
     assert files == [(bundle.name, bundle.read_bytes())]
 

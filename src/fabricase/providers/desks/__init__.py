@@ -5,12 +5,14 @@
     [providers.static.jira]  # the desk's own settings; credentials come from the environment only
     ...
 
-Each desk module is imported when chosen. docs/providers/static.md lists every key.
+Each desk module is imported when chosen. docs/providers/static.md lists every key. A desk is one file: its
+class declares its limits, severity scale, SDK modules, extra and ticket template (desks.base.Desk), and a
+package installed beside fabricase registers its own through the `fabricase.desks` entry-point group
+(`servicenow = "acme_desk:ServiceNowDesk"`; providers/__init__.py reads the group, the built-ins below win).
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -20,7 +22,7 @@ from fabricase.config import Paths
 from fabricase.errors import ConfigError
 from fabricase.providers.desks.base import Desk, DeskContext
 
-__all__ = ["DEFAULT_DESK", "DESKS", "Desk", "DeskContext", "desk_class", "make_desk"]
+__all__ = ["DEFAULT_DESK", "DESKS", "Desk", "DeskContext", "desk_class", "desk_names", "make_desk"]
 
 DESKS: dict[str, str] = {
     "outbox": "fabricase.providers.desks.outbox:OutboxDesk",
@@ -31,12 +33,21 @@ DESKS: dict[str, str] = {
 DEFAULT_DESK = "outbox"
 
 
+def desk_names() -> list[str]:
+    """The desks' names: the built-ins, then those installed packages register (`fabricase.desks`)."""
+    from fabricase.providers import registrations
+
+    return list(registrations("desk"))
+
+
 def desk_class(name: str) -> type[Desk]:
     """The desk registered as `name`; an unknown one is a ConfigError listing the valid ones."""
-    if not isinstance(name, str) or name.strip().lower() not in DESKS:
-        raise ConfigError(f"[providers.static] desk {name!r} is not a desk; valid: {', '.join(DESKS)}")
-    module_name, _, class_name = DESKS[name.strip().lower()].partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    from fabricase.providers import load_class, registrations
+
+    found = registrations("desk")
+    if not isinstance(name, str) or name.strip().lower() not in found:
+        raise ConfigError(f"[providers.static] desk {name!r} is not a desk; valid: {', '.join(found)}")
+    return load_class(found[name.strip().lower()], Desk)
 
 
 def make_desk(paths: Paths, profile: Mapping[str, Any], *, env: Mapping[str, str] | None = None,

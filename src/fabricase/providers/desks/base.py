@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricase.config import Paths
 from fabricase.errors import BundleError, ConfigError, ProviderError
@@ -31,6 +31,10 @@ from fabricase.providers.base import (
     case_marker,
 )
 from fabricase.redact.gate import gated_methods
+
+if TYPE_CHECKING:
+    from fabricase.bundler.limits import DeskLimits
+    from fabricase.templates.severity import Scale
 
 __all__ = ["Desk", "DeskContext", "subject_for"]
 
@@ -62,11 +66,21 @@ class DeskContext:
 
 
 class Desk(abc.ABC):
-    """A desk: file, resolve and check are required; the rest are declared in `unsupported` when missing."""
+    """A desk: file, resolve and check are required; the rest are declared in `unsupported` when missing.
+
+    A desk is one file: it declares, as a provider does (providers.base.Provider), its `limits`, its severity
+    `scale` (None: fabricase's own), the `sdk_modules` it imports, the `extra` that installs them and its
+    ticket `template` (None: `ticket_<name>.md.j2` when there is one, else the generic ticket).
+    """
 
     name: ClassVar[str] = ""
     unsupported: ClassVar[dict[Feature, str]] = {}
     credentials_env: ClassVar[tuple[str, ...]] = ()  # environment variables holding the credentials
+    limits: ClassVar[DeskLimits | None] = None
+    scale: ClassVar[Scale | None] = None
+    sdk_modules: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str | None] = None
+    template: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -1,43 +1,23 @@
-"""One HTTP API of a desk (Jira Service Management, Zendesk), over httpx: every call retried while the desk
-throttles (429, honouring Retry-After up to a bound) or fails on its side (5xx), and every failure one line
-naming the desk and the operation."""
+"""One HTTP API of a desk (Jira Service Management, Zendesk), over httpx, under providers.retry: retried while
+the policy says transient (throttling with its Retry-After, 5xx, a reset), never when the answer is not the
+desk's API ("not implemented by this endpoint"), a create only after the desk was searched for it (`reconcile=`),
+and every failure one line naming the desk and the operation."""
 
 from __future__ import annotations
 
-import email.utils
 import json
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from fabricase.providers.retry import call_with_retries
+from fabricase.providers.retry import call_with_retries, retry_after
 
-__all__ = ["MAX_RETRY_AFTER_S", "DeskApi", "HttpFailure", "retry_after_seconds"]
+__all__ = ["DeskApi", "HttpFailure"]
 
-MAX_RETRY_AFTER_S = 60.0  # a desk asking for a longer wait is answered "try again later", not waited for
 _MESSAGE_MAX = 200
 _CHUNK = 1 << 20
-
-
-def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
-    """A Retry-After header (seconds, or an HTTP date) as seconds from now; None when absent or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
 
 
 def _api_message(response: httpx.Response) -> str:
@@ -67,12 +47,14 @@ def _api_message(response: httpx.Response) -> str:
 
 
 class HttpFailure(Exception):
-    """A response the call did not expect; `retry_after`: what a 429 or 503 asked for, in seconds."""
+    """A response the call did not expect (`response`, which providers.retry reads); `retry_after`: what a 429
+    or 503 asked for, in seconds."""
 
     def __init__(self, response: httpx.Response) -> None:
+        self.response = response
         self.status = response.status_code
         self.message = _api_message(response)
-        self.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+        self.retry_after = retry_after(response.headers)
         super().__init__(f"HTTP {self.status}: {self.message}")
 
 
@@ -102,9 +84,7 @@ class DeskApi:
             if exc.status == 413:
                 return f"attachment too large for the desk (HTTP 413){said}"
             if exc.status == 429:
-                wait = (f"; the desk asks to wait {exc.retry_after:.0f} s, try again later"
-                        if exc.retry_after is not None and exc.retry_after > MAX_RETRY_AFTER_S else "")
-                return f"throttled (HTTP 429){wait}{said}"
+                return f"throttled (HTTP 429){said}"
             if exc.status >= 500:
                 return f"server error (HTTP {exc.status}){said}"
             return f"HTTP {exc.status}{said}"
@@ -114,14 +94,6 @@ class DeskApi:
             return f"cannot reach {self.base_url}: {' '.join(str(exc).split()) or type(exc).__name__}"
         return " ".join(str(exc).split()) or type(exc).__name__
 
-    @staticmethod
-    def transient(exc: BaseException) -> bool:
-        if isinstance(exc, HttpFailure):
-            if exc.retry_after is not None and exc.retry_after > MAX_RETRY_AFTER_S:
-                return False
-            return exc.status == 429 or exc.status >= 500
-        return isinstance(exc, httpx.TimeoutException | httpx.RemoteProtocolError)
-
     def call(self, operation: str, method: str, path: str, *, params: Mapping[str, Any] | None = None,
              json_body: Any = None, upload: Path | None = None, form_file: Path | None = None,
              headers: Mapping[str, str] | None = None, expect: tuple[int, ...] = (200, 201, 204),
@@ -130,26 +102,14 @@ class DeskApi:
         """One API call, retried while transient. The body is `json_body`, or the file `upload` sent raw, or
         `form_file` as multipart field `file`. Returns the decoded JSON ({} when empty), or raw(response).
 
-        `reconcile`, for a create without an idempotency key: asked before every retry, and what it finds (the
-        object the failed attempt may have created after all) is returned instead of creating again."""
-        wait: list[float] = []
-        tries: list[int] = []
+        `reconcile`, for a create: asked before every retry, and what it finds (the object the failed attempt
+        may have created after all) is returned instead of creating again."""
 
         def attempt() -> Any:
-            if wait:
-                self.sleep(min(wait.pop(), MAX_RETRY_AFTER_S))
-            if tries and reconcile is not None:
-                found = reconcile()
-                if found is not None:
-                    return found
-            tries.append(1)
             response = self._send(method, path, params=params, json_body=json_body, upload=upload,
                                   form_file=form_file, headers=headers)
             if response.status_code not in expect:
-                failure = HttpFailure(response)
-                if failure.retry_after is not None:
-                    wait.append(failure.retry_after)
-                raise failure
+                raise HttpFailure(response)
             if raw is not None:
                 return raw(response)
             if not response.content:
@@ -161,8 +121,8 @@ class DeskApi:
                                  f"({response.headers.get('content-type', 'no content type')})") from exc
 
         kwargs = {"attempts": self.attempts} if self.attempts else {}
-        return call_with_retries(attempt, provider=self.where, operation=operation, transient=self.transient,
-                                 describe=self.describe, sleep=self.sleep, **kwargs)
+        return call_with_retries(attempt, provider=self.where, operation=operation, describe=self.describe,
+                                 sleep=self.sleep, reconcile=reconcile, **kwargs)
 
     def _send(self, method: str, path: str, *, params, json_body, upload, form_file, headers) -> httpx.Response:
         url = path if path.startswith(("http://", "https://")) else f"{self.base_url}{path}"

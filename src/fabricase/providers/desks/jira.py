@@ -18,8 +18,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from fabricase.bundler.limits import DeskLimits
 from fabricase.errors import FabricaseError, ProviderError
-from fabricase.models import EscalationState, TicketDraft
+from fabricase.models import EscalationState, Severity, TicketDraft
 from fabricase.providers.base import (
     CaseComment,
     CaseStatus,
@@ -31,6 +32,7 @@ from fabricase.providers.base import (
 )
 from fabricase.providers.desks.base import Desk, subject_for
 from fabricase.providers.desks.http import DeskApi
+from fabricase.templates.severity import Level, Scale
 
 __all__ = ["JIRA_STATES", "JiraDesk", "jira_state"]
 
@@ -72,6 +74,23 @@ class JiraDesk(Desk):
     name = "jira"
     unsupported = {}
     credentials_env = ("FABRICASE_JIRA_EMAIL", "FABRICASE_JIRA_TOKEN")
+    sdk_modules = ("httpx",)
+    template = "ticket_jira.md.j2"
+    limits = DeskLimits(
+        "jira",
+        # not in cloud-apis.md: a Jira Cloud text field (the request's `description`) holds 32,767 characters
+        body_max_chars=32_767,
+        # cloud-apis.md :748 and :792 "set per instance by the admin": read GET /rest/api/3/attachment/meta
+        # `uploadLimit` and pass it as desk_limits("jira", attachment_max_bytes=upload_limit)
+        attachment_max_bytes=None,
+    )
+    # the default priority scheme of Jira Cloud
+    scale = Scale(
+        "jira",
+        "priority",
+        tuple(Level(name, name) for name in ("Lowest", "Low", "Medium", "High", "Highest")),
+        {Severity.CRITICAL: "Highest", Severity.MAJOR: "High", Severity.MINOR: "Medium", Severity.INFO: "Low"},
+    )
 
     # --- plumbing ----------------------------------------------------------------------------------------
 

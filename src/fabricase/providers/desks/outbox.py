@@ -9,6 +9,7 @@ import shutil
 from datetime import UTC
 from pathlib import Path
 
+from fabricase.bundler.limits import DeskLimits
 from fabricase.errors import ProviderError
 from fabricase.models import EscalationState, TicketDraft
 from fabricase.providers.base import CheckResult, Feature, FilingResult
@@ -41,6 +42,9 @@ def copy_atomic(source: Path, target: Path) -> None:
 class OutboxDesk(Desk):
     name = "outbox"
     unsupported = {Feature.SYNC: "outbox cases are updated by hand"}
+    # A folder: nothing to fit. An engineer sends it on by hand, to a desk of their choosing; its severity is
+    # fabricase's own scale, its ticket the generic one.
+    limits = DeskLimits("outbox", body_max_chars=None, attachment_max_bytes=None)
 
     @property
     def where(self) -> str:

@@ -29,7 +29,7 @@ from email.utils import formatdate, make_msgid
 from pathlib import Path
 from typing import Any
 
-from fabricase.bundler.limits import DESK_LIMITS, smtp_attachment_bytes
+from fabricase.bundler.limits import MIB, DeskLimits, smtp_attachment_bytes
 from fabricase.errors import ConfigError, FabricaseError, ProviderError
 from fabricase.models import EscalationState, TicketDraft
 from fabricase.providers.base import CheckResult, Feature, FilingResult, PlannedRequest, attachment_ref
@@ -72,6 +72,14 @@ class EmailDesk(Desk):
     name = "email"
     unsupported = {Feature.SYNC: "mail has no status to read back: the provider answers in your mailbox"}
     credentials_env = ("FABRICASE_SMTP_USER", "FABRICASE_SMTP_PASSWORD")
+    template = "ticket_email.md.j2"  # severity: fabricase's own scale (mail has none)
+    limits = DeskLimits(
+        "email",
+        body_max_chars=None,  # SMTP has no body length of its own; SIZE covers the whole message
+        # cloud-apis.md :756-757 "the receiving server advertises SIZE"; "Common provider caps are around 25 MB
+        # [UNVERIFIED]": the attachment bytes a 25 MiB message holds (attachment_limit reads the server's SIZE)
+        attachment_max_bytes=smtp_attachment_bytes(25 * MIB),
+    )
 
     # --- settings and the connection ---------------------------------------------------------------------
 
@@ -114,7 +122,7 @@ class EmailDesk(Desk):
         size = smtp.esmtp_features.get("size", "").strip()
         if size.isdigit() and int(size) > 0:
             return smtp_attachment_bytes(int(size))
-        return DESK_LIMITS["email"].attachment_max_bytes
+        return EmailDesk.limits.attachment_max_bytes
 
     # --- the record of what was sent ---------------------------------------------------------------------
 

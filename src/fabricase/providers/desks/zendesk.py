@@ -18,9 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fabricase.bundler.limits import desk_limits
+from fabricase.bundler.limits import MB, DeskLimits, desk_limits
 from fabricase.errors import FabricaseError
-from fabricase.models import EscalationState, TicketDraft
+from fabricase.models import EscalationState, Severity, TicketDraft
 from fabricase.providers.base import (
     CaseComment,
     CaseStatus,
@@ -32,6 +32,7 @@ from fabricase.providers.base import (
 )
 from fabricase.providers.desks.base import Desk, subject_for
 from fabricase.providers.desks.http import DeskApi
+from fabricase.templates.severity import Level, Scale
 
 __all__ = ["ZENDESK_STATES", "ZendeskDesk", "zendesk_state"]
 
@@ -49,10 +50,31 @@ def zendesk_state(status: str) -> EscalationState:
     return ZENDESK_STATES.get(status.strip().lower(), EscalationState.WAITING_PROVIDER)
 
 
+def _as_created(ticket: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A found ticket in the shape POST /api/v2/tickets answers ({"ticket": ...}), None when none was found."""
+    return {"ticket": ticket} if ticket is not None else None
+
+
 class ZendeskDesk(Desk):
     name = "zendesk"
     unsupported = {}
     credentials_env = ("FABRICASE_ZENDESK_EMAIL", "FABRICASE_ZENDESK_TOKEN")
+    sdk_modules = ("httpx",)
+    template = "ticket_zendesk.md.j2"
+    # ../shared/reference/cloud-apis.md, by line
+    limits = DeskLimits(
+        "zendesk",
+        body_max_chars=None,  # comment body: no length in cloud-apis.md
+        attachment_max_bytes=50 * MB,  # :732 "50 MB per file"; :791
+        max_attachments=500,  # :732-733 "up to 500 files per ticket for authenticated users"; :791
+    )
+    # cloud-apis.md 4, ticket.priority
+    scale = Scale(
+        "zendesk",
+        "priority",
+        tuple(Level(name, name) for name in ("low", "normal", "high", "urgent")),
+        {Severity.CRITICAL: "urgent", Severity.MAJOR: "high", Severity.MINOR: "normal", Severity.INFO: "low"},
+    )
 
     def _api(self) -> DeskApi:
         email_, token = self.credentials()
@@ -118,8 +140,11 @@ class ZendeskDesk(Desk):
         files = [Path(bundle_path)] if bundle_path is not None else []
         with self.deliverable(files, self._limit()) as parts:
             token = self._upload(api, parts)
+        # the Idempotency-Key makes a retry return the first ticket; a desk (or proxy) that drops the key is
+        # searched by external_id before any retry all the same
         got = api.call("create ticket", "POST", "/api/v2/tickets", json_body=self._ticket_payload(
-            escalation_id, draft, token), headers={"Idempotency-Key": escalation_id})
+            escalation_id, draft, token), headers={"Idempotency-Key": escalation_id},
+            reconcile=lambda: _as_created(self._find(api, escalation_id)))
         return self._result(api, got["ticket"])
 
     def _update(self, case_id: str, operation: str, ticket: dict[str, Any]) -> None:
