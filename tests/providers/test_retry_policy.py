@@ -227,15 +227,8 @@ def test_an_answer_that_is_not_the_apis_is_not_retried():
 
 @pytest.fixture
 def google():
-    g = gcp_fake.FakeGoogle()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), gcp_fake.handler(g))
-    server.daemon_threads = True
-    g.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield g
-    server.shutdown()
-    server.server_close()
+    with gcp_fake.serving() as g:
+        yield g
 
 
 @pytest.fixture

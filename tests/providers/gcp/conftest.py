@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from gcp_fake import NO_METADATA, PROJECT, FakeGoogle, handler
+from gcp_fake import NO_METADATA, PROJECT, serving
 
 
 @pytest.fixture
 def google():
-    g = FakeGoogle()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(g))
-    server.daemon_threads = True
-    g.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield g
-    server.shutdown()
-    server.server_close()
+    with serving() as g:
+        yield g
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ import os
 import re
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -381,3 +383,21 @@ def write_profile(config_dir: Path, base: str, **extra: Any) -> None:
         lines.append(f"{key} = {json.dumps(value)}")
     lines.append(f'endpoints = {{compute = "{base}", support = "{base}"}}')
     (config_dir / "config.toml").write_text("\n".join(lines) + "\n")
+
+
+@contextmanager
+def serving() -> Iterator[FakeGoogle]:
+    """A FakeGoogle answering on a loopback port (its `base` URL) for the duration of the `with`."""
+    from http.server import ThreadingHTTPServer
+
+    g = FakeGoogle()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(g))
+    server.daemon_threads = True
+    g.base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield g
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -144,3 +144,30 @@ def test_a_crash_at_any_step_of_open_then_retry_files_exactly_one_case(home, des
             before |= cases
     assert tally == {"duplicates": 0, "unknown desk cases": 0, "without a case": 0}
     print(json.dumps({"steps": total, **tally}))
+
+
+def test_after_a_desk_error_open_on_the_same_hosts_resumes_and_attach_names_retry(home, tmp_path):
+    """A desk that refused the filing (HTTP 422) left a draft: before, it blocked `open` for those hosts ("already
+    covered by FC-1 ... attach") and `attach` refused it ("never filed"). Now attach names `retry`, and `open` on
+    the same hosts finishes that escalation instead of refusing or making a second one."""
+    fake = FakeZendesk()
+    fake.name, fake.base_url = "zendesk", fake.start()
+    try:
+        _configure(home, fake)
+        fleet = write_fleet(tmp_path / "fleet")
+        fake.fail("POST", r"/api/v2/tickets\.json$|/api/v2/tickets$", 422)
+        failed = _open(fleet)
+        assert failed.exit_code == 1 and not fake.tickets
+        [(esc_id, case)] = _escalations(home)
+        assert case is None
+        evidence = tmp_path / "more.txt"
+        evidence.write_text("counters\n")
+        refused = _cli("attach", esc_id, str(evidence))
+        assert refused.exit_code == 1 and f"fabricase retry {esc_id}" in refused.stderr
+        again = _open(fleet)
+        assert again.exit_code == 0, again.output
+        opened = json.loads(again.stdout)
+        assert opened["escalation_id"] == esc_id and opened["resumed"] is True
+        assert len(fake.tickets) == 1 and _escalations(home) == [(esc_id, opened["provider_case_id"])]
+    finally:
+        fake.stop()
