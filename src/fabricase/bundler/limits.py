@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from fabricase.declared import DeclaredTable
 from fabricase.errors import ConfigError
 
 __all__ = [
@@ -78,32 +79,9 @@ def smtp_attachment_bytes(size: int, *, headroom: int = 256 * 1024) -> int:
     return (size - headroom) * 57 // 78
 
 
-class _DeclaredLimits(Mapping[str, DeskLimits]):
-    """DESK_LIMITS: each registered desk's limits as its class declares them (`limits`; a cloud provider is its
-    own desk, the static provider has none of its own), and `generic`. Read from the registry at each look-up,
-    so that a desk added by a plug-in or a test is seen, and only the module of the desk asked for is imported
-    (this module stays pure: no SDK comes with it)."""
-
-    def __getitem__(self, desk: str) -> DeskLimits:
-        if desk == GENERIC.desk:
-            return GENERIC
-        from fabricase.providers import declared
-
-        limits = declared(desk, "limits") if isinstance(desk, str) else None
-        if not isinstance(limits, DeskLimits):
-            raise KeyError(desk)
-        return limits
-
-    def __iter__(self) -> Iterator[str]:
-        from fabricase.providers import desk_keys
-
-        return iter([*(k for k in desk_keys() if k in self), GENERIC.desk])
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-DESK_LIMITS: Mapping[str, DeskLimits] = _DeclaredLimits()
+# Each registered desk's limits as its class declares them (`limits`; a cloud provider is its own desk, the static
+# provider has none of its own), and `generic`: read from the registry at each look-up (fabricase.declared).
+DESK_LIMITS: Mapping[str, DeskLimits] = DeclaredTable("limits", DeskLimits, GENERIC)
 
 _FIELDS = {f.name for f in dataclasses.fields(DeskLimits)} - {"desk"}
 

@@ -14,10 +14,11 @@ default priority scheme of Jira Cloud.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fabricase.declared import DeclaredTable
 from fabricase.errors import ConfigError
 from fabricase.models import Severity
 
@@ -145,31 +146,9 @@ GENERIC = Scale(
 )
 
 
-class _DeclaredScales(Mapping[str, Scale]):
-    """SCALES: each registered desk's scale as its class declares it (`scale`: AwsProvider, JiraDesk, ...), and
-    `generic`. Read from the provider registry at each look-up, importing only the desk asked for (no SDK
-    comes with this module)."""
-
-    def __getitem__(self, desk: str) -> Scale:
-        if desk == GENERIC.desk:
-            return GENERIC
-        from fabricase.providers import declared
-
-        scale = declared(desk, "scale") if isinstance(desk, str) else None
-        if not isinstance(scale, Scale):
-            raise KeyError(desk)
-        return scale
-
-    def __iter__(self) -> Iterator[str]:
-        from fabricase.providers import desk_keys
-
-        return iter([*(k for k in desk_keys() if k in self), GENERIC.desk])
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-SCALES: Mapping[str, Scale] = _DeclaredScales()
+# Each registered desk's scale as its class declares it (`scale`: AwsProvider, JiraDesk, ...), and `generic`: read
+# from the provider registry at each look-up (fabricase.declared).
+SCALES: Mapping[str, Scale] = DeclaredTable("scale", Scale, GENERIC)
 
 
 @dataclass(frozen=True)
