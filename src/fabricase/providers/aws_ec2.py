@@ -16,12 +16,11 @@ from fabricase.faulty import HostReport, ReportRequest
 from fabricase.models import Finding, Placement
 from fabricase.providers.base import PlannedRequest
 from fabricase.providers.identity import EC2_INSTANCE_ID
-from fabricase.redact import gate
 
 __all__ = [
     "BATCH", "CHANNEL", "IDENTITY_KEYS", "REASON_CODES", "describe_capacity_blocks", "describe_instances",
     "describe_topology", "instance_id_of", "placement_of", "planned_report", "reason_codes", "report_category",
-    "report_description", "report_params", "require_instance",
+    "report_params", "require_instance",
 ]  # fmt: skip
 
 # describe_instances (instance-id filter), describe_instance_topology (InstanceIds: "Maximum 100 explicitly
@@ -189,13 +188,6 @@ def planned_report(placement: Placement, report: HostReport, *, disruption: str 
 
 
 DESCRIPTION_MAX = 1000  # not documented in the ec2 model; kept short enough for any console view
-
-
-def report_description(escalation_hint: str, findings: Iterable[Finding]) -> str:
-    """One line per finding, most severe first, cut to DESCRIPTION_MAX characters."""
-    lines = [escalation_hint] + [f"{f.severity}: {f.component}: {' '.join(f.summary.split())}" for f in findings]
-    text = gate.text("\n".join(lines))  # the joined text: a key spread over findings is one key again
-    return text if len(text) <= DESCRIPTION_MAX else text[:DESCRIPTION_MAX - 1] + "…"
 
 
 def require_instance(placement: Placement) -> str:

@@ -23,7 +23,6 @@ from fabricase.errors import ProviderError
 from fabricase.faulty import HostReport, ReportRequest
 from fabricase.models import Finding, Placement
 from fabricase.providers.base import PlannedRequest
-from fabricase.redact import gate
 
 __all__ = [
     "CHANNEL",
@@ -121,12 +120,6 @@ def impact_name(resource_id: str, category: str, findings: Sequence[Finding], *,
 
 def impact_path(subscription: str, name: str) -> str:
     return f"/subscriptions/{subscription}/providers/Microsoft.Impact/workloadImpacts/{name}"
-
-
-def _description(findings: Sequence[Finding]) -> str:
-    lines = [f"{f.severity}: {f.component}: {f.summary}" for f in sorted(findings, key=lambda f: f.sort_key)]
-    text = gate.text("fabricase: " + "; ".join(lines) if lines else "fabricase: reported by hand")  # joined text
-    return text if len(text) <= DESCRIPTION_MAX else text[: DESCRIPTION_MAX - 3] + "..."
 
 
 def report_category(placement: Placement, findings: Sequence[Finding]) -> str:
