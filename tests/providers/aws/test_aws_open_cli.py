@@ -136,3 +136,26 @@ def test_no_host_found_as_an_instance_is_refused_and_filed_only_with_force(home,
     assert forced.exit_code == 0, forced.output
     [sent] = created
     assert sent["communicationBody"].startswith("Warning: filed with --force although no AWS instance i-0")
+
+
+def test_open_report_faulty_files_the_case_then_reports_only_the_faulty_host(home, moto, clients, tmp_path):
+    """`open --report-faulty`: after the case is filed, EC2 ReportInstanceStatus for gpu002 only (the one host with
+    a provider-owned suspect), naming the case; the report is recorded on the escalation."""
+    write_config(home, moto, attachments="attachment-set")
+    capture, ids = ec2_fleet(moto, tmp_path)
+    stub_topology(clients, ids)
+    stub_codes(clients)
+    clients.stub("support").add_response("add_attachments_to_set", {"attachmentSetId": "as-1"}, None)
+    clients.stub("ec2").add_response("report_instance_status", {}, None)
+    reported = capture_params(clients.clients["ec2"], "ReportInstanceStatus")
+
+    result = _open_json(capture, "--report-faulty")
+
+    assert result.exit_code == 0, result.output
+    opened = json.loads(result.stdout)
+    [report] = reported
+    assert report["Instances"] == [ids[1]] and report["Status"] == "impaired"
+    assert opened["provider_case_id"] in report["Description"]
+    assert [(r["host"], r["status"]) for r in opened["faulty_reports"]] == [("gpu002", "sent")]
+    shown = json.loads(invoke("show", opened["escalation_id"], "--json").stdout)
+    assert [e["data"]["host"] for e in shown["events"] if e["kind"] == "faulty-report"] == ["gpu002"]
