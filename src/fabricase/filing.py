@@ -91,7 +91,7 @@ def holder(esc: Escalation, *, exempt: str | None = None, now: datetime | None =
     if last is None or last.kind in _RELEASED_BY:
         return None
     owner = last.data.get("owner") if isinstance(last.data, Mapping) else None
-    if not isinstance(owner, Mapping) or owner.get("token") == exempt:
+    if not isinstance(owner, Mapping) or not owner or (exempt is not None and owner.get("token") == exempt):
         return None
     if not _alive(owner, last.at, now or datetime.now(UTC)):
         return None
