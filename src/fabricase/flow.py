@@ -260,9 +260,13 @@ def history(p: EscalationPlan, rec: Recorded, paths: Paths) -> dict[str, str]:
     host or switch within DEFAULT_REPEAT_DAYS of a resolution (tracker/stats.py), as lines for their suspects."""
     from datetime import UTC, datetime
 
+    from fabricase.tracker import db
     from fabricase.tracker.stats import DEFAULT_REPEAT_DAYS, history_lines, repeat_history
     from fabricase.tracker.store import Tracker
 
+    sqlite = db.sqlite_file(db.parse_url(paths.database_url))
+    if sqlite is not None and not sqlite.is_file():  # no tracker yet (a first dry run): no history, none made
+        return {}
     with Tracker.open(paths) as tracker:
         return history_lines(repeat_history(tracker, provider=p.provider, hosts=p.hosts, components=p.components,
                                             now=datetime.now(UTC), days=DEFAULT_REPEAT_DAYS,
