@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "redact"))
 
-from bench_redact import realistic_capture  # noqa: E402
+from bench_redact import _best_of, realistic_capture  # noqa: E402
 
 from fabricase.redact import Redactor  # noqa: E402
 
@@ -45,15 +45,6 @@ def with_hosts(text: str, hosts: list[str]) -> str:
         a, b = sorted(rng.sample(range(1, len(hosts) + 1), 2))
         lines[at] += f" NodeList=gpu[{a:04d}-{min(a + 2, len(hosts)):04d},{b:04d}]"
     return "\n".join(lines) + "\n"
-
-
-def _best_of(n: int, work) -> float:
-    best = float("inf")
-    for _ in range(n):
-        start = time.perf_counter()
-        work()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def adversarial(kb: int) -> dict[str, str]:

@@ -62,6 +62,20 @@ _GLOBAL_PAUSE = ("rx_global_pause", "rx_global_pause_duration", "tx_global_pause
                  "rx_global_pause_transition")
 
 
+# A switch (an ASIC pipe, a line card) that hurts a minority of its ports: "minority-switch-<k>-x<e>" raises
+# symbol errors by e in the 5 s interval on port 0 of k of the 16 hosts under one leaf. Both intensities, 1 (720/h)
+# and 2 (1,440/h), stay below what the per-port 120/h test can see in 5 s: no host is flagged on its own.
+MINORITY_COUNTS = (2, 3, 4, 6, 8)
+MINORITY_ERRORS = (1, 2)
+MINORITY_KINDS = tuple(f"minority-switch-{k}-x{e}" for e in MINORITY_ERRORS for k in MINORITY_COUNTS)
+
+
+def minority_switch(kind: str | None) -> tuple[int, int] | None:
+    """(hosts affected, symbol errors per port) of a "minority-switch-<k>-x<e>" kind (any k of 1..16), else None."""
+    m = re.fullmatch(r"minority-switch-(\d+)-x(\d+)", kind or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 @dataclass
 class Scenario:
     name: str
@@ -207,11 +221,12 @@ def _roce_ports(rng: random.Random, storm_port: int | None, spread_port: int | N
 
 
 def _stream(ports: list[dict], nvlink: tuple[dict, dict] | None = ({}, {}), kernel_log: str | None = "",
-            ethtool: tuple[str, str] = ("", "")) -> bytes:
-    """One host's capture stream; nvlink or kernel_log None: that command was not captured (an IB-only host)."""
+            ethtool: tuple[str, str] = ("", ""), uptimes: tuple[float, float] | None = None) -> bytes:
+    """One host's capture stream; nvlink or kernel_log None: that command was not captured (an IB-only host).
+    uptimes: the host's /proc/uptime at each snapshot, when not 1000 s and 5 s later (a reboot in between)."""
     out = [b"@@FC1 BEGIN 1 1\n"]
     for snap in (0, 1):
-        up = 1000.0 + snap * INTERVAL_S
+        up = uptimes[snap] if uptimes else 1000.0 + snap * INTERVAL_S
         out.append(f"@@FC1 S {snap} {1.8e9 + snap * INTERVAL_S} {up}\n".encode())
         for p in ports:
             base = f"/sys/class/infiniband/{p['dev']}/ports/1"
@@ -301,8 +316,56 @@ def _ib_fault(kind: str, counters: dict[str, tuple[int, int]]) -> str | None:
     return None
 
 
+# Counters that restart between the snapshots, on RESTARTED_HOSTS hosts of a clean fleet: "counter-reset" (a
+# driver reload, `perfquery -R`: every counter of every port starts again from 0, and the 64-bit hw_counters of
+# half the ports read, before, in the top quarter of 2^32, where a reset looks like a 32-bit wrap; the RoCE ports
+# reload too, their pause time since boot just under 2^32 us) or "reboot" (the same, with the host's uptime
+# starting again: counters since boot read higher than before on some ports, link_downed 1 after the boot's
+# link-up). The truth is no suspect at all: every rate of those ports (of those hosts, for a reboot) is unknown.
+RESET_KINDS = ("counter-reset", "reboot")
+RESTARTED_HOSTS = 6
+
+
+def _restart(kind: str, ports: list[dict], rng: random.Random) -> tuple[tuple[str, str], tuple[float, float] | None]:
+    """Restart every counter of one host's IB ports in place (RESET_KINDS); its RoCE ports' `ethtool -S` texts
+    after a driver reload, and the uptimes of a reboot (else None)."""
+    for i, port in enumerate(ports):
+        counters = port["counters"]
+        for name, (v0, _) in counters.items():
+            if name in HW and i % 2 == 0:
+                v0 = rng.randrange(3 * 2**30 + 2**28, 2**32 - 1000)  # a reset here reads as a plausible 32-bit wrap
+            since = rng.randrange(0, 60) if kind == "reboot" else rng.randrange(0, 3)
+            if name in ("port_rcv_data", "port_xmit_data"):
+                since = rng.randrange(10**6, 10**8)
+            elif name == "link_downed":
+                v0, since = 0, 1 if kind == "reboot" else 0  # the boot's own link-up
+            counters[name] = (v0, since if kind == "reboot" else min(since, max(v0 - 1, 0)))
+    texts: tuple[list[str], list[str]] = ([], [])
+    for port_name in ETH_PORTS:
+        s0, s1 = _roce_port(rng, busy=True, rx_share=rng.uniform(0, 0.01), tx_share=rng.uniform(0, 0.005),
+                            reload=True)
+        for direction in ("rx", "tx"):  # 67-72 min of pause since boot: a reload looks like minutes of pause
+            name = f"{direction}_prio{ROCE_PRIO}_pause_duration"
+            s0 = re.sub(rf"(?m)^(\s+{name}: )\d+$", rf"\g<1>{rng.randrange(4_000_000_000, 2**32 - 10**6)}", s0)
+        texts[0].append(f"### {port_name}\n{s0}")
+        texts[1].append(f"### {port_name}\n{s1}")
+    uptimes = (rng.uniform(1, 60) * 86_400, rng.uniform(1, INTERVAL_S - 1)) if kind == "reboot" else None
+    return ("".join(texts[0]), "".join(texts[1])), uptimes
+
+
+def _build_restarted(scenario: Scenario, root: Path, seed: int, *, ib_only: bool) -> None:
+    """A clean fleet but for RESTARTED_HOSTS hosts whose counters restart between the snapshots (RESET_KINDS)."""
+    rng = random.Random(f"{seed}:{scenario.name}")
+    eth_rng = random.Random(f"{seed}:{scenario.name}:roce")
+    hosts = rng.sample(scenario.hosts, min(RESTARTED_HOSTS, len(scenario.hosts)))
+    _write_fleet(root, scenario.name, scenario.kind, scenario.hosts, [], set(), rng, eth_rng, ib_only=ib_only,
+                 restarted=dict.fromkeys(hosts, scenario.kind))
+    scenario.truth = set()
+
+
 def _write_fleet(root: Path, name: str, kind: str | None, hosts: list[str], faults: list[Fault],
-                 bad_under_leaf: set[str], rng: random.Random, eth_rng: random.Random, *, ib_only: bool) -> None:
+                 bad_under_leaf: set[str], rng: random.Random, eth_rng: random.Random, *, ib_only: bool,
+                 leaf_errors: int = 8, restarted: dict[str, str] | None = None) -> None:
     """Write a capture directory of `hosts` carrying `faults` (at most one per host) and, for a bad leaf, raised
     symbol errors on port 0 of the hosts in bad_under_leaf; plus the static inventory (16 hosts per leaf)."""
     plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "ethtool"])), interval_s=INTERVAL_S)
@@ -322,7 +385,7 @@ def _write_fleet(root: Path, name: str, kind: str | None, hosts: list[str], faul
             if fault is not None and p == fault.port:
                 rate = _ib_fault(fault.kind, counters) or rate
             elif host in bad_under_leaf and p == 0:  # the port cabled to the leaf
-                counters["symbol_error"] = (counters["symbol_error"][0], counters["symbol_error"][0] + 8)
+                counters["symbol_error"] = (counters["symbol_error"][0], counters["symbol_error"][0] + leaf_errors)
             ports.append({"dev": f"mlx5_{p}", "counters": counters, "rate": rate})
         nvlink: tuple[dict, dict] = ({}, {})
         kernel_log = "2026-11-30T00:00:00.000001+0000 host kernel: Linux version 6.8.0-45-generic\n"
@@ -335,7 +398,11 @@ def _write_fleet(root: Path, name: str, kind: str | None, hosts: list[str], faul
         storm_port = storm.port % len(ETH_PORTS) if storm is not None else None
         ethtool = _roce_ports(eth_rng, storm_port if storm is not None and storm.host == host else None,
                               storm_port if storm is not None and storm.host != host else None)
-        raw = _stream(ports, None, None) if ib_only else _stream(ports, nvlink, kernel_log, ethtool)
+        uptimes = None
+        if restarted and host in restarted:
+            ethtool, uptimes = _restart(restarted[host], ports, eth_rng)
+        raw = _stream(ports, None, None, uptimes=uptimes) if ib_only else _stream(ports, nvlink, kernel_log, ethtool,
+                                                                                 uptimes)
         hc = host_capture_from_stream(host, parse_stream(raw), plan)
         hc.status, hc.transport = HostStatus.OK, "harness"
         write_host(root, hc, raw)
@@ -345,6 +412,8 @@ def _write_fleet(root: Path, name: str, kind: str | None, hosts: list[str], faul
 def build(scenario: Scenario, root: Path, seed: int, *, ib_only: bool = False) -> None:
     """Write the scenario's capture directory at `root`. ib_only: the 8 InfiniBand ports of each host and nothing
     else (no NVLinks, RoCE ports or kernel log), the issue's "1,024 hosts x 8 NICs" for the analysis benchmark."""
+    if scenario.kind in RESET_KINDS:
+        return _build_restarted(scenario, root, seed, ib_only=ib_only)
     rng = random.Random(f"{seed}:{scenario.name}")
     # Its own stream, so that the RoCE ports leave every other draw (and the other kinds' fleets) as they were.
     eth_rng = random.Random(f"{seed}:{scenario.name}:roce")
@@ -352,11 +421,14 @@ def build(scenario: Scenario, root: Path, seed: int, *, ib_only: bool = False) -
     victim_port = rng.randrange(PORTS)
     leaf = rng.randrange(len(scenario.hosts) // HOSTS_PER_LEAF)
     under_leaf = scenario.hosts[leaf * HOSTS_PER_LEAF:(leaf + 1) * HOSTS_PER_LEAF]
-    bad_under_leaf = set(rng.sample(under_leaf, 6)) if scenario.kind == "bad-switch" else set()
-    faults = [Fault(scenario.kind, victim_host, victim_port)] if scenario.kind not in (None, "bad-switch") else []
+    minority = minority_switch(scenario.kind)
+    affected, leaf_errors = minority or ((6, 8) if scenario.kind == "bad-switch" else (0, 8))
+    bad_under_leaf = set(rng.sample(under_leaf, affected)) if affected else set()
+    switch_kind = scenario.kind == "bad-switch" or minority is not None
+    faults = [Fault(scenario.kind, victim_host, victim_port)] if scenario.kind and not switch_kind else []
     _write_fleet(root, scenario.name, scenario.kind, scenario.hosts, faults, bad_under_leaf, rng, eth_rng,
-                 ib_only=ib_only)
-    if scenario.kind == "bad-switch":
+                 ib_only=ib_only, leaf_errors=leaf_errors)
+    if switch_kind:
         scenario.truth = {f"switch:leaf-{leaf:03d}"}
     else:
         scenario.truth = {_truth(f) for f in faults}

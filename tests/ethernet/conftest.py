@@ -14,6 +14,7 @@ from fabricase.collectors.pcie import PcieCollector
 from fabricase.models import HostCapture
 from fabricase.pipeline import CollectOptions, collect
 from fabricase.targets import Targets
+from hosttrees import read_as_if_apart
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "real"
 
@@ -34,6 +35,6 @@ def capture_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..
         monkeypatch.setenv("FC_ROOT", str(root))
         opts = CollectOptions(interval_s=0.1, root=str(root), collectors=names)
         out = tmp_path / f"capture{next(runs)}"
-        return collect(Targets(hosts=("localhost",), nodeset="localhost"), opts, out).hosts[0]
+        return read_as_if_apart(collect(Targets(hosts=("localhost",), nodeset="localhost"), opts, out).hosts[0])
 
     return run

@@ -86,3 +86,18 @@ def record_command(root: Path, name: str, args: tuple[str, ...] | list[str], out
         out.write_bytes(output)
     if rc:
         out.with_name(out.name + ".rc").write_text(str(rc))
+
+
+def read_as_if_apart(hc, seconds: float = 5.0):
+    """The capture as if its two snapshots were `seconds` apart on the host's clocks: a tree's counters move as
+    much as that many seconds of traffic would, but the capture runs in a tenth of a second, and a rate above
+    line rate is now read as implausible (analysis/rates.py), not as traffic."""
+    by_index = {s.index: s for s in hc.snapshots}
+    s0, s1 = by_index.get(0), by_index.get(1)
+    if s0 is not None and s1 is not None:
+        if s0.uptime_start is not None:
+            s1.uptime_start = s0.uptime_start + seconds
+            s1.uptime_end = s1.uptime_start + 0.01
+        if s0.epoch is not None:
+            s1.epoch = s0.epoch + seconds
+    return hc

@@ -9,6 +9,7 @@ from fabricase.collectors.rdma import RdmaCollector
 from fabricase.models import HostCapture
 from fabricase.pipeline import CollectOptions, collect
 from fabricase.targets import Targets
+from hosttrees import read_as_if_apart
 
 
 @pytest.fixture
@@ -20,6 +21,6 @@ def capture_rdma(tmp_path: Path, monkeypatch):
     def run(root: Path, interval_s: float = 0) -> HostCapture:
         out = tmp_path / f"capture{next(counter)}"
         opts = CollectOptions(interval_s=interval_s, root=str(root), collectors=("rdma",))
-        return collect(Targets(hosts=("localhost",)), opts, out).hosts[0]
+        return read_as_if_apart(collect(Targets(hosts=("localhost",)), opts, out).hosts[0])
 
     return run

@@ -206,8 +206,11 @@ def test_gaps_group_hosts_items_and_inputs(scenario):
                       HostCapture("gpu0102", HostStatus.TIMED_OUT, "ssh", reason="timed out after 90 s")]
     capture.inputs = [InputFile("nccl-log", "/logs/rank0.log", "inputs/nccl-log/000-rank0.log", 10, "0" * 64, True)]
     gaps = collection_gaps(capture)
+    # fleetgen's background resets a counter now and then (a driver reload): those hosts' rates are unknown, and
+    # they are partial, each with the port it names
     assert [(g.status, g.hosts, g.count) for g in gaps.hosts] == [
-        ("unreachable", "gpu[0100-0101]", 2), ("timed-out", "gpu0102", 1)]
+        ("unreachable", "gpu[0100-0101]", 2), ("partial", "gpu0058", 1), ("partial", "gpu0028", 1),
+        ("timed-out", "gpu0102", 1)]
     assert [(g.problem, g.hosts) for g in gaps.failed] == [("command not found", "gpu[0001-0003]")]
     assert [(g.source, g.hosts) for g in gaps.truncated] == [(big.source, "gpu0006")]
     assert gaps.inputs_truncated == ("/logs/rank0.log",) and not gaps.empty

@@ -17,6 +17,7 @@ NOT_A_CHECK = {
     "host-unreachable": "capture status: the ticket lists hosts not captured",
     "shared-component-fault": "fires with the host findings it links",
     "fleet-too-small": "says a check could not judge (unjudged_by)",
+    "switch-power-limit": "a limit of the port test: said in the diagnosis's limits, not a negative",
     "rdma-counter-saturated": "info: context, not a fault",
     "nccl-nic-errors": "from a job log given by the user, not a capture check",
     "nccl-timeout": "from a job log given by the user, not a capture check",

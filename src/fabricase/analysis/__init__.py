@@ -16,6 +16,7 @@ from fabricase.analysis import ethernet, gpu, kernel, pcie, perf, rdma, rules
 from fabricase.analysis.fleet import fleet_inputs
 from fabricase.analysis.nccl import nccl_findings
 from fabricase.analysis.netdev import netdev_samples
+from fabricase.analysis.rates import note_host, settle_counters
 from fabricase.analysis.rules import Rule
 from fabricase.errors import CaptureError, ParseError
 from fabricase.models import Capture, CaptureItem, Finding, HostCapture, HostStatus, MetricSample, Severity
@@ -102,6 +103,10 @@ def _analyze_host(hc: HostCapture, *, fleet: bool = True,
         for a in ANALYZERS:
             stage = f"{a.name} samples"
             samples += a.samples(hc)
+        stage = "counter resets"
+        samples, reset_note = settle_counters(hc, samples)
+        if reset_note is not None:  # the terminal, the report and the ticket read the host's status
+            note_host(hc, reset_note)
         found: list[Finding] = []
         for a in ANALYZERS:
             for rule in a.rules:
@@ -273,7 +278,11 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
     if topology:
         # Before the background downgrade: errors too small to stand out one by one may still pile up under
         # one switch, and that is the signal the switch test looks for.
-        shared, findings = shared_component_findings(findings, topology, [hc.host for hc in capture.hosts])
+        from fabricase.analysis.fleet import port_groups
+
+        ports = port_groups(samples, intervals={hc.host: hc.interval_s or capture.interval_s for hc in capture.hosts})
+        shared, findings = shared_component_findings(findings, topology, [hc.host for hc in capture.hosts],
+                                                     port_groups=ports)
     findings = _background(findings, fleet, judgeable_families(samples))
     return sort_findings(_nccl_links(findings) + shared)
 

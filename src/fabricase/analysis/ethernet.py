@@ -7,7 +7,7 @@ import re
 from collections import defaultdict
 
 from fabricase.analysis._items import HostItems
-from fabricase.analysis.rates import counter_delta
+from fabricase.analysis.rates import counter_delta, physical_max_rate
 from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
 from fabricase.parsers.ethtool import (
     parse_ethtool_driver,
@@ -119,11 +119,12 @@ def _sections(items: HostItems, source: str, snapshot: int = 0) -> dict[str, str
     return split_sections(items.text(source, snapshot))[0]
 
 
-def _counter_samples(hc: HostCapture, port: str, c0: dict | None, c1: dict | None) -> list[MetricSample]:
+def _counter_samples(hc: HostCapture, port: str, c0: dict | None, c1: dict | None,
+                     line_gbps: float | None = None) -> list[MetricSample]:
     component, out, interval = f"netdev:{port}", [], hc.interval_s
 
     def sample(metric: str, v0: int | None, v1: int | None, unit: str) -> MetricSample:
-        d = counter_delta(v0, v1, interval)
+        d = counter_delta(v0, v1, interval, max_rate=physical_max_rate(unit, line_gbps))
         return MetricSample(hc.host, component, metric, v1 if v1 is not None else v0, unit, STATS, d.delta, d.rate,
                             d.note)
 
@@ -175,11 +176,13 @@ def samples(hc: HostCapture) -> list[MetricSample]:
     `raw:<driver name>` for each port-level counter, derived BER, link and module gauges."""
     items = HostItems(hc)
     s0, s1 = _sections(items, STATS, 0), _sections(items, STATS, 1)
+    speeds = {port: parse_ethtool_link(text).speed_mbps for port, text in _sections(items, LINK).items()}
     out: list[MetricSample] = []
     for port in sorted(set(s0) | set(s1)):
         c0 = parse_ethtool_stats(s0[port]) if port in s0 else None
         c1 = parse_ethtool_stats(s1[port]) if port in s1 else None
-        out += _counter_samples(hc, port, c0, c1)
+        mbps = speeds.get(port)  # the line rate bounds what a counter can count (rates.physical_max_rate)
+        out += _counter_samples(hc, port, c0, c1, mbps / 1000 if mbps else None)
     return out + _gauge_samples(hc, items)
 
 

@@ -30,6 +30,8 @@ __all__ = [
     "Z_MIN",
     "fleet_findings",
     "fleet_inputs",
+    "PortGroup",
+    "port_groups",
     "is_continuous_metric",
     "is_error_metric",
     "is_traffic_scaled",
@@ -259,68 +261,8 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
     """`fleet-outlier` findings (one per component with some error metric at q <= alpha), or one
     `fleet-too-small` info finding when a group could not be judged; deterministic order (host, component)."""
     hosts_samples = {h: fleet_inputs(v) for h, v in sorted(hosts_samples.items())}
-    host_interval = _host_intervals(hosts_samples, intervals)
-
-    # group -> (host, component) -> (sample, interval, GB moved); the first sample of a (host, component)
-    # wins when a counter was read from two sources.
-    groups: dict[GroupKey, dict[tuple[str, str], _Member]] = {}
-    continuous: dict[GroupKey, dict[tuple[str, str], MetricSample]] = {}
-    for host, samples in hosts_samples.items():
-        classes = _classes(samples)
-        traffic: dict[str, float] = {}
-        for s in samples:
-            if s.metric in TRAFFIC_METRICS and s.delta is not None:
-                traffic[s.component] = traffic.get(s.component, 0.0) + s.delta
-        default_interval = host_interval.get(host)
-        for s in samples:
-            delta = s.delta
-            if delta is None or delta < 0:
-                continue
-            family_metric = _group_of(s.component, s.metric)
-            if family_metric is None:
-                if s.rate is not None and is_continuous_metric(s.metric):
-                    ckey = GroupKey(_family(s.component), s.metric, classes.get(s.component, ""))
-                    continuous.setdefault(ckey, {}).setdefault((host, s.component), s)
-                continue
-            key = GroupKey(*family_metric, classes.get(s.component, ""))
-            rate = s.rate
-            interval = delta / rate if rate and delta > 0 and rate > 0 else default_interval
-            if interval is None or not interval > 0:
-                continue
-            gb = traffic.get(s.component)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = {}
-            group.setdefault((host, s.component), _Member(s, interval, None if gb is None else gb / 1e9))
-
-    # Per group: exposure, p-values; then BH over every test of the capture.
-    small: list[tuple[str, int]] = []
-    judged_families: set[str] = set()
-    untested = 0
-    blocks: list[_CountBlock] = []
-    for key in sorted(groups):
-        members = groups[key]
-        n = len(members)
-        if n < min_group:
-            # a small group with nothing to judge is reported only when nothing at all could be judged
-            small.append((key.family, n if any(v.sample.delta > 0 for v in members.values()) else -n))
-            continue
-        judged_families.add(key.family)
-        order = sorted(members)
-        rows = [members[k] for k in order]
-        counts = np.fromiter((round(r.sample.delta) for r in rows), float, n)
-        if not counts.any():
-            untested += n  # every p-value is 1; they still count in BH's number of tests
-            continue
-        exposure = np.fromiter((r.interval for r in rows), float, n)
-        unit = "s"
-        if is_traffic_scaled(key.metric) and all(r.gb is not None for r in rows):
-            gbs = np.fromiter((r.gb for r in rows), float, n)
-            med = float(np.median(gbs))
-            if med > 0:
-                exposure = np.maximum(gbs, IDLE_FLOOR * med)
-                unit = "GB"
-        blocks.append(_CountBlock(key, order, rows, counts, exposure, stats.count_test(counts, exposure), unit))
+    groups, continuous = _gather(hosts_samples, intervals)
+    blocks, small, judged_families, untested = _count_blocks(groups, min_group)
 
     zblocks = _continuous_blocks(continuous, min_group)
     findings: list[Finding] = []
@@ -360,6 +302,109 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
                                baseline=min_group)],
         ))
     return findings
+
+
+_Groups = dict[GroupKey, dict[tuple[str, str], _Member]]
+
+
+def _gather(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[str, float] | None,
+            ) -> tuple[_Groups, dict[GroupKey, dict[tuple[str, str], MetricSample]]]:
+    """The comparable groups of the capture: error counters (with interval and GB moved) and continuous rates."""
+    host_interval = _host_intervals(hosts_samples, intervals)
+
+    # group -> (host, component) -> (sample, interval, GB moved); the first sample of a (host, component)
+    # wins when a counter was read from two sources.
+    groups: dict[GroupKey, dict[tuple[str, str], _Member]] = {}
+    continuous: dict[GroupKey, dict[tuple[str, str], MetricSample]] = {}
+    for host, samples in hosts_samples.items():
+        classes = _classes(samples)
+        traffic: dict[str, float] = {}
+        for s in samples:
+            if s.metric in TRAFFIC_METRICS and s.delta is not None:
+                traffic[s.component] = traffic.get(s.component, 0.0) + s.delta
+        default_interval = host_interval.get(host)
+        for s in samples:
+            delta = s.delta
+            if delta is None or delta < 0:
+                continue
+            family_metric = _group_of(s.component, s.metric)
+            if family_metric is None:
+                if s.rate is not None and is_continuous_metric(s.metric):
+                    ckey = GroupKey(_family(s.component), s.metric, classes.get(s.component, ""))
+                    continuous.setdefault(ckey, {}).setdefault((host, s.component), s)
+                continue
+            key = GroupKey(*family_metric, classes.get(s.component, ""))
+            rate = s.rate
+            interval = delta / rate if rate and delta > 0 and rate > 0 else default_interval
+            if interval is None or not interval > 0:
+                continue
+            gb = traffic.get(s.component)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = {}
+            group.setdefault((host, s.component), _Member(s, interval, None if gb is None else gb / 1e9))
+    return groups, continuous
+
+
+def _count_blocks(groups: _Groups, min_group: int,
+                  ) -> tuple[list[_CountBlock], list[tuple[str, int]], set[str], int]:
+    """Each group large enough to judge, tested: (blocks, small groups as (family, +-n), judged families, number
+    of components in judged groups where nothing moved)."""
+    # Per group: exposure, p-values; then BH over every test of the capture.
+    small: list[tuple[str, int]] = []
+    judged_families: set[str] = set()
+    untested = 0
+    blocks: list[_CountBlock] = []
+    for key in sorted(groups):
+        members = groups[key]
+        n = len(members)
+        if n < min_group:
+            # a small group with nothing to judge is reported only when nothing at all could be judged
+            small.append((key.family, n if any(v.sample.delta > 0 for v in members.values()) else -n))
+            continue
+        judged_families.add(key.family)
+        order = sorted(members)
+        rows = [members[k] for k in order]
+        counts = np.fromiter((round(r.sample.delta) for r in rows), float, n)
+        if not counts.any():
+            untested += n  # every p-value is 1; they still count in BH's number of tests
+            continue
+        exposure = np.fromiter((r.interval for r in rows), float, n)
+        unit = "s"
+        if is_traffic_scaled(key.metric) and all(r.gb is not None for r in rows):
+            gbs = np.fromiter((r.gb for r in rows), float, n)
+            med = float(np.median(gbs))
+            if med > 0:
+                exposure = np.maximum(gbs, IDLE_FLOOR * med)
+                unit = "GB"
+        blocks.append(_CountBlock(key, order, rows, counts, exposure, stats.count_test(counts, exposure), unit))
+    return blocks, small, judged_families, untested
+
+
+@dataclass(frozen=True)
+class PortGroup:
+    """One comparable group of error counters as the fleet test sees it: its members (host, component) in order,
+    their counts and exposures (seconds, or GB moved for traffic-scaled errors) and the robust subset the fleet
+    baseline is estimated from (apparent outliers left out)."""
+
+    metric: str
+    order: tuple[tuple[str, str], ...]
+    counts: np.ndarray
+    exposure: np.ndarray
+    subset: np.ndarray
+    intervals: np.ndarray  # seconds, per member
+
+
+def port_groups(hosts_samples: Mapping[str, Iterable[MetricSample]], *, min_group: int = 8,
+                intervals: Mapping[str, float] | None = None) -> list[PortGroup]:
+    """Every judged group of error counters in which something moved: the per-port evidence the shared-component
+    test (analysis.topology.port_switch_tests) compares under one switch with the fleet outside it. Same groups,
+    exposures and robust subset as fleet_findings."""
+    hosts_samples = {h: fleet_inputs(v) for h, v in sorted(hosts_samples.items())}
+    groups, _ = _gather(hosts_samples, intervals)
+    blocks, _, _, _ = _count_blocks(groups, min_group)
+    return [PortGroup(b.key.metric, tuple(b.order), b.counts, b.exposure, b.test.subset,
+                      np.fromiter((r.interval for r in b.rows), float, b.n)) for b in blocks]
 
 
 def _finding(host: str, component: str, found: list[_Hit], efa: float) -> Finding:

@@ -4,7 +4,7 @@ and the gauges speed, mtu, carrier and operstate."""
 from __future__ import annotations
 
 from fabricase.analysis._items import HostItems
-from fabricase.analysis.rates import counter_delta
+from fabricase.analysis.rates import counter_delta, physical_max_rate
 from fabricase.models import HostCapture, MetricSample
 from fabricase.parsers.sysfs import parse_sysfs_int, parse_sysfs_speed, parse_sysfs_str
 
@@ -42,7 +42,12 @@ def _unit(metric: str) -> str:
 def _counter(hc: HostCapture, items: HostItems, interface: str, metric: str, source: str) -> MetricSample:
     v0 = parse_sysfs_int(items.text(source, 0))
     v1 = parse_sysfs_int(items.text(source, 1))
-    d = counter_delta(v0, v1, hc.interval_s)
+    line_gbps = None  # -1, absent or a software interface (veth "10000" moves more): the rate is not bounded
+    if not is_virtual(interface):
+        speed = f"{NET_ROOT}{interface}/speed"
+        mbps = parse_sysfs_int(items.text(speed, 1) or items.text(speed))
+        line_gbps = mbps / 1000 if mbps and mbps > 0 else None
+    d = counter_delta(v0, v1, hc.interval_s, max_rate=physical_max_rate(_unit(metric), line_gbps))
     return MetricSample(
         host=hc.host,
         component=f"netdev:{interface}",

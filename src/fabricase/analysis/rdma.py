@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from fabricase.analysis._items import HostItems, per_samples
-from fabricase.analysis.rates import Delta, counter_delta
+from fabricase.analysis.rates import Delta, counter_delta, physical_max_rate
 from fabricase.analysis.stats import RATE_LIMIT_ALPHA, exceeds_rate_limit
 from fabricase.errors import CaptureError
 from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
@@ -132,10 +132,11 @@ def load_ports(hc: HostCapture) -> list[tuple[RdmaPort, RdmaPort | None]]:
     return out
 
 
-def _delta(name: str, rel: str, v0: int | None, v1: int | None, interval: float | None) -> Delta:
+def _delta(name: str, rel: str, v0: int | None, v1: int | None, interval: float | None,
+           max_rate: float | None = None) -> Delta:
     if rel.startswith("counters/") and name in PMA_WIDTHS and v0 is not None and v1 is not None and v1 < v0:
         return Delta(None, None, "reset")  # PortCounters saturate and are cleared, never wrap
-    return counter_delta(v0, v1, interval)
+    return counter_delta(v0, v1, interval, max_rate=max_rate)
 
 
 def _source(rec: RdmaPort, name: str) -> str:
@@ -148,7 +149,8 @@ def _counter(hc: HostCapture, interval: float | None, comp: str, metric: str, un
     latest = r1 if r1 is not None and name in r1.raw else r0
     v0, v1 = r0.raw.get(name), r1.raw.get(name) if r1 is not None else None
     rel = latest.raw_sources.get(name, "")
-    d = _delta(name, rel, v0, v1, interval)
+    fastest = physical_max_rate(unit, latest.rate_gbps)  # in the sample's unit; the raw counter counts 1/scale
+    d = _delta(name, rel, v0, v1, interval, fastest / scale if fastest is not None else None)
     delta, rate, note = d.delta, d.rate, d.note
     value = latest.raw.get(name)
     if rel.startswith("counters/") and saturated(name, value):

@@ -8,18 +8,32 @@ tail P(X >= k) with N hosts in the fleet, K of them flagged, n under S and k fla
 n hosts picked at random from the fleet hold k or more of the flagged ones), computed exactly with integer
 binomials (same value as scipy.stats.hypergeom.sf(k - 1, N, K, n), without importing scipy.stats, which
 alone costs 0.6 s). Benjamini-Hochberg adjusts the p-values across every shared node of the fleet.
+
+A switch that hurts only a few of its ports leaves hosts whose errors are too few to flag them one by one. The
+port test (port_switch_tests) catches it: each host's best port p-value from the fleet test (Sidak-adjusted for
+its number of ports), and for each shared node the order-statistic scan over its hosts: the chance that the k-th
+smallest of n independent uniform p-values is as small as observed, P(U(k) <= p(k)) = I_p(k)(k, n - k + 1),
+minimized over k >= 2 and Bonferroni-adjusted for the scan. Benjamini-Hochberg adjusts across every (node,
+metric) test. Method and measured power: docs/topology-and-drift.md.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from fabricase.models import Evidence, Finding, Severity
 
 __all__ = [
     "SHARED_COMPONENT_FAULT",
+    "SWITCH_POWER_LIMIT",
+    "PortSwitchTest",
+    "hosts_needed",
+    "port_switch_tests",
+    "scan_pvalue",
     "benjamini_hochberg",
     "flagged_host_findings",
     "hypergeom_sf",
@@ -27,6 +41,13 @@ __all__ = [
 ]
 
 SHARED_COMPONENT_FAULT = "shared-component-fault"
+SWITCH_POWER_LIMIT = "switch-power-limit"
+# No single host's port counts for more than this in the port test: the fleet model's far tail is not trusted
+# (real fleets are more heterogeneous than any fitted model), so a switch is named on several hosts, never one.
+HOST_P_FLOOR = 1e-6
+# A host with a port this far out (Sidak-adjusted) is "some evidence" under its switch: the power-limit line is
+# written for the strongest unnamed switch with one.
+EVIDENCE_P = 0.01
 _LINK_PREFIXES = ("rdma:", "netdev:")  # NVLink is inside the host: a switch above it cannot explain it
 _UNREACHABLE = "host-unreachable"
 _NOT_LINK_FAULTS = {"config-drift"}  # a setting, not an observed fault: it would flag a badly set-up rack
@@ -98,6 +119,194 @@ def _symptom(findings: Iterable[Finding]) -> str:
     return "show link errors or are unreachable"
 
 
+def scan_pvalue(host_p: Sequence[float], n: int, *, min_k: int = 2) -> tuple[float, int]:
+    """(p, k): the order-statistic scan over the n hosts under one component, host_p the p-values of those with
+    any evidence (the others count as 1). For each k >= min_k, P(U(k) <= p(k)) for the k-th smallest of n
+    independent uniforms, I_p(k)(k, n - k + 1); the smallest, times the n - min_k + 1 values of k scanned
+    (Bonferroni), capped at 1, and the k it came from (0 when nothing was scanned)."""
+    from scipy.special import betainc  # the regularized incomplete beta; scipy.special is already loaded by stats
+
+    ranked = sorted(host_p)[:n]
+    best, best_k = 1.0, 0
+    for k in range(max(min_k, 1), len(ranked) + 1):
+        tail = float(betainc(k, n - k + 1, ranked[k - 1])) if ranked[k - 1] < 1.0 else 1.0
+        if tail < best:
+            best, best_k = tail, k
+    return min(1.0, best * max(n - min_k + 1, 1)), best_k
+
+
+def _sidak(p: float, ports: int) -> float:
+    """The chance that the best of `ports` independent ports has p-value p or smaller: 1 - (1 - p)^ports."""
+    if p >= 1.0:
+        return 1.0
+    return max(-math.expm1(max(ports, 1) * math.log1p(-p)), HOST_P_FLOOR)
+
+
+@dataclass(frozen=True)
+class PortSwitchTest:
+    """The port test of one shared component for one error metric: the scan's p and its BH q over every such
+    test of the fleet, the k hosts whose ports made it (best first) and what those ports counted."""
+
+    node: str
+    metric: str
+    hosts_under: int
+    p: float
+    q: float
+    hosts: tuple[str, ...]
+    ports: tuple[tuple[str, str], ...]  # (host, component) of each host's best port, in the order of hosts
+    count: float  # events on those ports
+    expected: float  # events the fleet rate expects on them
+    interval: float  # seconds (the longest of those ports' intervals)
+    evidence_hosts: int  # hosts under the node with a port at Sidak p <= EVIDENCE_P
+    host_p: tuple[float, ...]  # Sidak-adjusted best-port p of the hosts with any evidence, ascending
+
+
+def _outside_pvalues(group, inside: np.ndarray) -> np.ndarray:
+    """Upper-tail p-values of the members `inside` (a boolean mask), against the fleet rate (and dispersion, when
+    the fleet is overdispersed) estimated from the robust subset of the members outside: a bad switch's own ports
+    neither lift the baseline nor widen its spread."""
+    from fabricase.analysis import stats
+
+    mask = group.subset & ~inside
+    if mask.sum() < 2:
+        mask = ~inside
+    c, e = group.counts[inside], group.exposure[inside]
+    cc = np.concatenate([c, group.counts[mask]])
+    ee = np.concatenate([e, group.exposure[mask]])
+    fit = np.concatenate([np.zeros(c.size, bool), np.ones(int(mask.sum()), bool)])
+    if stats.overdispersed(cc, ee, mask=fit):
+        return stats.negbin_upper_pvalues(cc, ee, mask=fit)[: c.size]
+    return stats.poisson_upper_pvalues(cc, ee, mask=fit)[: c.size]
+
+
+def port_switch_tests(groups: Iterable, placements: Mapping[str, Sequence[str]], all_hosts: Sequence[str], *,
+                      min_flagged: int = 2, exclude: frozenset[str] = frozenset()) -> list[PortSwitchTest]:
+    """The port test for every (shared component, error metric) of the fleet, ordered by (q, node, metric).
+
+    groups: fleet.PortGroup records. Per component S and group: each port under S is tested against the fleet
+    outside S; each host's best port p, Sidak-adjusted for its ports in the group (floored at HOST_P_FLOOR); the
+    scan over S's hosts (scan_pvalue); Benjamini-Hochberg over all. A component holding more than half the fleet
+    is not tested: the fleet it would be compared with is smaller than itself.
+
+    exclude: hosts flagged on their own (a host-level finding). They are not evidence here: their floored p-values
+    would make any two of them under one component look impossible by chance, when several independently bad
+    hosts land together by chance often (the host-level test asks that, conditioned on how many are flagged)."""
+    fleet = sorted(set(all_hosts))
+    fleet_set, N = set(fleet), len(fleet)
+    under: dict[str, set[str]] = {}
+    for host in fleet:
+        for node in placements.get(host) or ():
+            under.setdefault(node, set()).add(host)
+    nodes = sorted(s for s, hosts in under.items() if min_flagged <= len(hosts) and 2 * len(hosts) <= N)
+    # Components with the same hosts (a leaf and its rack) are one hypothesis: one test in Benjamini-Hochberg's
+    # count, its result given to each.
+    same: dict[frozenset[str], list[str]] = {}
+    for node in nodes:
+        same.setdefault(frozenset(under[node]), []).append(node)
+    groups = list(groups)
+    if not same or not groups:
+        return []
+    raw = []
+    for members, names in sorted(same.items(), key=lambda kv: kv[1][0]):
+        for g in groups:
+            hosts = np.array([h in members and h in fleet_set for h, _ in g.order])
+            moved = hosts & (g.counts > 0)
+            best: dict[str, tuple[float, int]] = {}  # host -> (Sidak p of its best port, member index)
+            if moved.any() and (~hosts).sum() >= 2:
+                per_host = {h: 0 for h, _ in g.order}
+                for h, _ in g.order:
+                    per_host[h] += 1
+                inside = np.flatnonzero(hosts)
+                pv = _outside_pvalues(g, hosts)
+                for i, p in zip(inside, pv, strict=True):
+                    h = g.order[i][0]
+                    if h in exclude:
+                        continue
+                    p_host = _sidak(float(p), per_host[h])
+                    if p_host < 1.0 and (h not in best or p_host < best[h][0]):
+                        best[h] = (p_host, int(i))
+            evid = sorted((p, h, i) for h, (p, i) in best.items())
+            p, k = scan_pvalue([x for x, _, _ in evid], len(members), min_k=min_flagged)
+            raw.append((names, g, p, k, evid))
+    q = benjamini_hochberg([r[2] for r in raw])
+    out = []
+    for (names, g, p, k, evid), qv in zip(raw, q, strict=True):
+        top = [i for _, _, i in evid[:k]]
+        rate = float((g.counts[g.subset].sum() + 0.5) / g.exposure[g.subset].sum())
+        out += [PortSwitchTest(
+            node, g.metric, len(under[node]), p, qv, tuple(g.order[i][0] for i in top),
+            tuple(g.order[i] for i in top), float(sum(g.counts[i] for i in top)),
+            float(sum(rate * g.exposure[i] for i in top)), float(max((g.intervals[i] for i in top), default=0.0)),
+            sum(x <= EVIDENCE_P for x, _, _ in evid), tuple(x for x, _, _ in evid)) for node in names]
+    out.sort(key=lambda t: (t.q, t.node, t.metric))
+    return out
+
+
+def hosts_needed(host_p: float, n: int, tests: int, *, alpha: float = 0.01, min_k: int = 2) -> int | None:
+    """The fewest of n hosts, each with a port at (Sidak) p-value host_p, that make the port test of their switch
+    significant among `tests` such tests (alpha / tests: the first rejection of Benjamini-Hochberg); None when even
+    all n would not."""
+    for k in range(max(min_k, 1), n + 1):
+        if scan_pvalue([host_p] * k, n, min_k=min_k)[0] * max(tests, 1) <= alpha:
+            return k
+    return None
+
+
+def _rate_text(per_s: float) -> str:
+    per_h = per_s * 3600
+    return f"{per_h:,.0f}/h" if per_h >= 10 else f"{per_h:.2g}/h"
+
+
+def _port_finding(t: PortSwitchTest, N: int, linked: list[Finding]) -> Finding:
+    k, n = len(t.hosts), t.hosts_under
+    chance = round(n * t.host_p[k - 1], 2) if k else 0.0
+    worst = min((f.severity for f in linked), key=lambda sev: sev.rank, default=Severity.MAJOR)
+    severity = worst if worst.rank < Severity.MAJOR.rank else Severity.MAJOR
+    seconds = f"{t.interval:.3g}"
+    return Finding(
+        kind=SHARED_COMPONENT_FAULT,
+        severity=severity,
+        host=None,
+        component=t.node,
+        summary=(
+            f"{k:,} of the {n:,} hosts under {t.node} show raised {t.metric} on a port ({t.count:,.0f} in "
+            f"{seconds} s where the fleet expects {t.expected:.2g}; port test q = {_q_text(t.q)}): investigate "
+            f"{_noun(t.node)}, not the hosts"
+        ),
+        evidence=[
+            Evidence("flagged_under", k, "hosts", baseline=chance),
+            Evidence("hosts_under", n, "hosts"),
+            Evidence("fleet_size", N, "hosts"),
+            Evidence(f"{t.metric}.delta", t.count, "events", baseline=float(f"{t.expected:.4g}")),
+            Evidence("port_test.p_value", float(f"{t.p:.4g}"), "probability"),
+        ],
+        confidence=round(1.0 - t.q, 4),
+        q_value=t.q,
+        related=sorted(f"{h}/{c}" for h, c in t.ports),
+    )
+
+
+def _limit_finding(tests: list[PortSwitchTest], named: set[str], alpha: float) -> Finding | None:
+    """The power-limit line for the strongest unnamed (switch, metric) with some evidence: how many hosts at its
+    intensity the port test would need."""
+    weak = [t for t in tests if t.node not in named and t.evidence_hosts > 0 and t.q > alpha]
+    if not weak:
+        return None
+    t = min(weak, key=lambda t: (t.host_p[0], t.node.partition(":")[0] != "switch", t.node, t.metric))
+    need = hosts_needed(t.host_p[0], t.hosts_under, len(tests), alpha=alpha)
+    shown = sum(x <= EVIDENCE_P for x in t.host_p)
+    tail = ("cannot be told apart from independent bad ports at any number of its hosts" if need is None else
+            f"a switch affecting fewer than {need} hosts at this intensity cannot be told apart from {need} "
+            f"independent bad ports")
+    return Finding(
+        kind=SWITCH_POWER_LIMIT, severity=Severity.INFO, host=None, component=t.node,
+        summary=(f"{t.node}: {shown} of its {t.hosts_under} hosts {'shows' if shown == 1 else 'show'} raised "
+                 f"{t.metric} on a port; {tail}"),
+        evidence=[Evidence("hosts_needed", need, "hosts", baseline=t.hosts_under),
+                  Evidence("evidence_hosts", shown, "hosts")],
+    )
+
+
 def shared_component_findings(
     findings: list[Finding],
     placements: Mapping[str, Sequence[str]],
@@ -105,6 +314,7 @@ def shared_component_findings(
     *,
     alpha: float = 0.01,
     min_flagged: int = 2,
+    port_groups: Iterable | None = None,
 ) -> tuple[list[Finding], list[Finding]]:
     """Shared components under which flagged hosts concentrate beyond chance.
 
@@ -120,6 +330,12 @@ def shared_component_findings(
     When two significant components explain the same flagged hosts (or one explains a subset of the
     other's), only the one with the smaller q is reported (on a tie: the outermost, then by name); an
     identical host set is noted in the evidence (`same_hosts_as`).
+
+    port_groups (fleet.port_groups): also the port test (port_switch_tests). A component it finds at
+    q <= alpha that no host-level finding above explains (the same component, or one whose flagged hosts hold
+    the port test's hosts) is reported too, nested components resolved the same way, and the host findings on
+    the ports that made it link to it. Then one `switch-power-limit` info finding says, for the strongest
+    unnamed evidence, how many hosts the test would have needed.
     """
     fleet = sorted(set(all_hosts))
     fleet_set = set(fleet)
@@ -132,8 +348,10 @@ def shared_component_findings(
         for level, node in enumerate(placements.get(host) or ()):
             under.setdefault(node, set()).add(host)
             depth[node] = min(depth.get(node, level), level)
-    if N == 0 or K == 0 or not under:
+    if N == 0 or not under:
         return [], list(findings)
+    if K == 0:
+        return _port_only(findings, placements, fleet, port_groups, alpha, min_flagged)
 
     nodes = sorted(under)
     flagged_under = {s: under[s] & flagged_by_host.keys() for s in nodes}
@@ -182,8 +400,60 @@ def shared_component_findings(
             related=sorted({f"{f.host}/{f.component}" for f in linked}),
         ))
 
+    if port_groups is not None:
+        explained = [flagged_under[s] for s in kept]
+        shared += _port_findings(findings, placements, fleet, port_groups, alpha, min_flagged, set(kept), explained,
+                                 link, frozenset(flagged_by_host))
+    return shared, _linked(findings, link)
+
+
+def _linked(findings: list[Finding], link: dict[int, list[str]]) -> list[Finding]:
     updated = []
     for f in findings:
         extra = [s for s in link.get(id(f), []) if s not in f.related]
         updated.append(replace(f, related=[*f.related, *extra]) if extra else f)
-    return shared, updated
+    return updated
+
+
+def _port_only(findings: list[Finding], placements: Mapping[str, Sequence[str]], fleet: list[str],
+               port_groups: Iterable | None, alpha: float, min_flagged: int) -> tuple[list[Finding], list[Finding]]:
+    """No flagged host: only the port test can name a component."""
+    if port_groups is None:
+        return [], list(findings)
+    link: dict[int, list[str]] = {}
+    shared = _port_findings(findings, placements, fleet, port_groups, alpha, min_flagged, set(), [], link)
+    return shared, _linked(findings, link)
+
+
+def _port_findings(findings: list[Finding], placements: Mapping[str, Sequence[str]], fleet: list[str],
+                   port_groups: Iterable, alpha: float, min_flagged: int, named: set[str],
+                   explained: list[set[str]], link: dict[int, list[str]],
+                   flagged: frozenset[str] = frozenset()) -> list[Finding]:
+    """The port test's findings for the components the host-level test left unexplained (plus the power-limit
+    line); fills `link` with the host findings on their ports."""
+    tests = port_switch_tests(port_groups, placements, fleet, min_flagged=min_flagged, exclude=flagged)
+    depth: dict[str, int] = {}
+    for host in fleet:
+        for level, node in enumerate(placements.get(host) or ()):
+            depth[node] = min(depth.get(node, level), level)
+    by_node: dict[str, PortSwitchTest] = {}
+    for t in tests:  # tests come best first: the first per node is its strongest metric
+        if t.q <= alpha and t.node not in named and len(t.hosts) >= min_flagged:
+            by_node.setdefault(t.node, t)
+    kept: list[PortSwitchTest] = []
+    for t in sorted(by_node.values(), key=lambda t: (t.q, depth.get(t.node, 0), t.node)):
+        hosts = set(t.hosts)
+        if not any(hosts <= other for other in explained) and not any(hosts <= set(k.hosts) for k in kept):
+            kept.append(t)
+    on_port: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        if f.host is not None:
+            on_port.setdefault((f.host, f.component), []).append(f)
+    out = []
+    for t in sorted(kept, key=lambda t: t.node):
+        linked = [f for port in t.ports for f in on_port.get(port, [])]
+        for f in linked:
+            link.setdefault(id(f), []).append(t.node)
+        out.append(_port_finding(t, len(fleet), linked))
+    limit = _limit_finding(tests, named | {t.node for t in kept}, alpha)
+    return out + ([limit] if limit is not None else [])

@@ -20,7 +20,7 @@ from fabricase.diagnosis import VERDICTS, Diagnosis, Suspect
 from fabricase.diagnosis.naming import component_words
 from fabricase.models import Finding, Severity
 
-__all__ = ["SuspectLine", "background_line", "diagnosis_json", "print_diagnosis", "suspect_line"]
+__all__ = ["SuspectLine", "background_line", "diagnosis_json", "power_lines", "print_diagnosis", "suspect_line"]
 
 _GAP = 2  # spaces between columns
 _ACTION_MARK = "→ "
@@ -70,6 +70,13 @@ def background_line(diagnosis: Diagnosis, width: int) -> str:
     return head + body + tail
 
 
+def power_lines(diagnosis: Diagnosis) -> list[str]:
+    """One short line per thing the capture could not rule out (analysis.power): an interval too short to see a
+    low error rate, a fleet too small to compare. Printed under the background, which they qualify; the whole
+    sentence is in --json, the report and the ticket."""
+    return [f"Not ruled out: {inert(line)}" for line in diagnosis.power_short]
+
+
 def _raw_line(findings: list[Finding]) -> str:
     by = Counter(str(f.severity) for f in findings)
     counts = ", ".join(f"{by[str(s)]} {s}" for s in Severity if by[str(s)])
@@ -110,6 +117,8 @@ def print_diagnosis(diagnosis: Diagnosis, findings: list[Finding], *, console: C
     console.print(Text(background_line(diagnosis, width), no_wrap=True, overflow="ellipsis"))
     if diagnosis.limits:
         console.print(Text("Not judged: " + "; ".join(inert(x) for x in diagnosis.limits), style="yellow"))
+    for line in power_lines(diagnosis):
+        console.print(Text(line, style="yellow", no_wrap=True, overflow="ellipsis"))
     if show_findings:
         print_findings(findings, console)
     elif findings:
@@ -121,4 +130,6 @@ def diagnosis_json(diagnosis: Diagnosis | None) -> dict:
     if diagnosis is None:
         return {"verdict": None, "suspects": [], "background": []}
     return {"verdict": diagnosis.verdict_line, "suspects": [s.to_dict() for s in diagnosis.suspects],
-            "background": [b.to_dict() for b in diagnosis.background]}
+            "background": [b.to_dict() for b in diagnosis.background],
+            **({"power": [p.to_dict() for p in diagnosis.power], "power_text": diagnosis.power_text}
+               if diagnosis.power else {})}

@@ -8,6 +8,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from fabricase.analysis import BACKGROUND_KINDS
 from fabricase.diagnosis import verdicts
@@ -15,6 +16,9 @@ from fabricase.diagnosis.evidence import FleetIndex, evidence_lines, key_number
 from fabricase.diagnosis.hardware import pci_key
 from fabricase.diagnosis.models import OWNERS, Background, Diagnosis, HostHardware, HostOutcome, Suspect
 from fabricase.models import Finding, HostCapture, MetricSample, Placement, Severity
+
+if TYPE_CHECKING:
+    from fabricase.analysis.power import PowerStatement
 
 __all__ = ["Unit", "action_text", "diagnose", "finding_id", "finding_ids", "unit_of"]
 
@@ -330,6 +334,18 @@ def _background(samples: Mapping[str, Sequence[MetricSample]], suspected: set[tu
     return out
 
 
+def _power(samples: Mapping[str, Sequence[MetricSample]],
+           hosts: Sequence[HostCapture | HostOutcome]) -> list[PowerStatement]:
+    """What the capture could not rule out (analysis.power), over the hosts' own intervals where they are known."""
+    from fabricase.analysis.power import power_statements
+
+    if not samples:
+        return []
+    intervals = {h.host: float(i) for h in hosts
+                 if isinstance(i := getattr(h, "interval_s", None), (int, float)) and i > 0}
+    return power_statements(samples, intervals=intervals)
+
+
 def _owner_of(f: Finding) -> str:
     return verdicts.VERDICTS[verdicts.verdict_of(f)].owner
 
@@ -422,10 +438,13 @@ def diagnose(findings: Sequence[Finding], *, hosts: Iterable[HostCapture | HostO
     background = _background(samples, suspected, folded)
     in_lines = {fid for b in background for fid in b.findings}
     leftover += sorted(fid for fids in folded.values() for fid in fids if fid not in in_lines)
-    limits = sorted({" ".join(f.summary.split()) for _, f in rest if f.kind == "fleet-too-small"})
+    limits = sorted({" ".join(f.summary.split()) for _, f in rest
+                     if f.kind in ("fleet-too-small", "switch-power-limit")})  # power limit: analysis.topology
+    hosts = list(hosts)
+    power = _power(samples, hosts)
     per_host: dict[str, int] = defaultdict(int)
     for s in suspects:
         for h in {s.host, *s.hosts} - {None}:
             per_host[h] += 1  # type: ignore[index]
     outcomes = [HostOutcome(h.host, str(h.status), h.reason, per_host.get(h.host, 0)) for h in hosts]
-    return Diagnosis(suspects, background, outcomes, minor=leftover, limits=limits)
+    return Diagnosis(suspects, background, outcomes, minor=leftover, limits=limits, power=power)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricase.diagnosis.naming import NOUNS, component_words, fmt_number, plural
 from fabricase.models import Severity
+
+if TYPE_CHECKING:
+    from fabricase.analysis.power import PowerStatement
 
 __all__ = ["Background", "Diagnosis", "HostHardware", "HostOutcome", "Owner", "Suspect"]
 
@@ -112,6 +115,8 @@ class Diagnosis:
     hosts: list[HostOutcome]
     minor: list[str] = field(default_factory=list)  # ids of minor findings on no suspect and in no background line
     limits: list[str] = field(default_factory=list)  # what could not be judged ("fleet too small", ...)
+    # What the capture could not rule out: analysis.power's statements (an interval too short, a fleet too small)
+    power: list[PowerStatement] = field(default_factory=list)
 
     @property
     def hosts_captured(self) -> list[str]:
@@ -129,6 +134,20 @@ class Diagnosis:
     def verdict_line(self) -> str:
         return verdict_line(self)
 
+    @property
+    def power_text(self) -> list[str]:
+        """What the capture could not rule out, as the report and the ticket say it (analysis.power)."""
+        from fabricase.analysis.power import power_sentences
+
+        return power_sentences(self.power) if self.power else []
+
+    @property
+    def power_short(self) -> list[str]:
+        """The same in a terminal line each."""
+        from fabricase.analysis.power import power_short
+
+        return power_short(self.power) if self.power else []
+
     def for_owner(self, owner: Owner) -> list[Suspect]:
         return [s for s in self.suspects if s.owner == owner]
 
@@ -140,6 +159,8 @@ class Diagnosis:
             "hosts": [asdict(h) for h in self.hosts],
             "minor_findings": list(self.minor),
             "limits": list(self.limits),
+            # only when there is something to say: summaries of captures long and large enough stay as they were
+            **({"power": [p.to_dict() for p in self.power], "power_text": self.power_text} if self.power else {}),
         }
 
 

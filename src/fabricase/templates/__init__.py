@@ -31,7 +31,7 @@ from fabricase.models import EscalationEvent, Evidence, Finding, HostSummary, Pl
 from fabricase.redact import gate
 from fabricase.templates.facts import host_facts
 from fabricase.templates.inert import inert_block, inert_line, md_line
-from fabricase.templates.ruled_out import ruled_out
+from fabricase.templates.ruled_out import power_caveats, ruled_out
 from fabricase.templates.severity import DeskSeverity, desk_severity, ticket_severity
 from fabricase.templates.suspects import (
     TITLE_MAX,
@@ -210,7 +210,8 @@ def render_draft(
     status = {h["host"]: h["status"] for h in captured}
     identity = {h["host"]: h.get("identity") or {} for h in captured}
     where = {p.host: p for p in placements}
-    clear, not_run = ruled_out(checks, ordered, suspects=diagnosis.suspects) if checks is not None else ([], [])
+    clear, not_run = ruled_out(checks, ordered, suspects=diagnosis.suspects,
+                               caveats=power_caveats(diagnosis.power)) if checks is not None else ([], [])
     on_suspects = [f for f in ordered if f.host in set(affected)]
     kernel = kernel_log_entries(on_suspects, kernel_logs) if kernel_logs is not None else []
     filed = ticket_severity(owned, severity)

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 from fabricase.models import Finding, HostCapture
 
 if TYPE_CHECKING:
+    from fabricase.analysis.power import PowerStatement
     from fabricase.diagnosis import Suspect
 
-__all__ = ["CHECKS", "Check", "CheckResult", "checks_run", "fired_on", "ruled_out"]
+__all__ = ["CHECKS", "Check", "CheckResult", "checks_run", "fired_on", "power_caveats", "ruled_out"]
 
 _KERNEL_LOG = ("cmd:kernel-log",)
 _NETDEV = ("/sys/class/net/",)
@@ -141,11 +142,15 @@ class CheckResult:
     hosts_checked: int
     hosts_total: int
     excluded: int = 0
+    caveats: tuple[str, ...] = ()  # what the check could not rule out (analysis.power): said after the negative
 
     @property
     def text(self) -> str:
         """`no Xid on any of the 64 hosts`, `... on 60 of 64 hosts (4 without the data)`, or, beside suspects of
-        its topic, `... on the other 62 hosts`."""
+        its topic, `... on the other 62 hosts`; then `; not ruled out: ...` for each caveat."""
+        return "".join([self._negative(), *(f"; not ruled out: {c}" for c in self.caveats)])
+
+    def _negative(self) -> str:
         if self.excluded:
             others = self.hosts_total - self.excluded
             if self.hosts_checked == others:
@@ -196,16 +201,28 @@ def fired_on(check: Check, findings: Iterable[Finding], suspects: Iterable[Suspe
     return hosts
 
 
+def power_caveats(statements: Sequence[PowerStatement]) -> dict[str, tuple[str, ...]]:
+    """Check name -> the sentences of the power statements (Diagnosis.power) that qualify it, merged as the report
+    says them (analysis.power.power_sentences)."""
+    from fabricase.analysis.power import power_sentences
+
+    checks = sorted({s.check for s in statements})
+    return {c: tuple(power_sentences([s for s in statements if s.check == c])) for c in checks}
+
+
 def ruled_out(
     run: Mapping[str, Collection[str]], findings: Iterable[Finding], checks: Iterable[Check] = CHECKS, *,
-    suspects: Sequence[Suspect] = (),
+    suspects: Sequence[Suspect] = (), caveats: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[list[CheckResult], list[Check]]:
     """(checks that ran and found nothing, checks that could not run on any host), in registry order.
 
     `run` maps each captured host to the checks it ran (`checks_run`). A check whose topic fired only on the
     hosts of `suspects` (any owner) is ruled out on the other hosts; one that fired anywhere else (a shared
     component, a host no suspect names) is in neither list: its findings say more than a negative could.
+    `caveats`: check name -> what it could not rule out (`power_caveats(diagnosis.power)`), said on its line: a
+    clean 3 s capture rules out less than a clean 60 s one.
     """
+    caveats = caveats or {}
     findings = list(findings)
     fired_kinds = {f.kind for f in findings}
     suspect_hosts = {h for s in suspects for h in ([s.host] if s.host else s.hosts)}
@@ -219,10 +236,11 @@ def ruled_out(
         n = sum(1 for names in others if check.name in names)
         if hit:
             if n:  # it judged (it fired on the suspects): no fleet-size or min_hosts question left
-                clear.append(CheckResult(check, n, total, excluded=len(hit & set(run))))
+                clear.append(CheckResult(check, n, total, excluded=len(hit & set(run)),
+                                         caveats=tuple(caveats.get(check.name, ()))))
             continue
         if n < check.min_hosts or check.unjudged_by & fired_kinds:
             not_run.append(check)
         else:
-            clear.append(CheckResult(check, n, total))
+            clear.append(CheckResult(check, n, total, caveats=tuple(caveats.get(check.name, ()))))
     return clear, not_run
