@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from fabricase.config import resolve_paths
 from fabricase.metrics import FamiliesCollector, families, registry_of, render
 from fabricase.metrics.track_records import track_record_series, tracker_series
 from fabricase.models import EscalationState, Evidence, Finding, Severity
+from fabricase.providers.base import CaseComment
 from fabricase.templates import render_draft
 from fabricase.tracker import Tracker
 from fabricase.tracker.records import iso
@@ -51,14 +51,6 @@ class SetClock:
         return self.moment
 
 
-@dataclass(frozen=True)
-class DeskReply:
-    at: str
-    author: str
-    body: str
-    from_provider: bool = True
-
-
 def _file(t: Tracker, clock: SetClock, day: float, *, provider: str = "aws", hosts=("gpu001",),
           components=(PORT,), desk: str | None = None, filed: bool = True) -> str:
     clock.at(day)
@@ -76,7 +68,7 @@ def _reply(t: Tracker, clock: SetClock, esc_id: str, day: float) -> None:
     at = clock.start + timedelta(days=day)
     clock.moment = at + timedelta(hours=1)
     t.record_sync(esc_id, raw_status="pending-customer-action", state=EscalationState.WAITING_US,
-                  comments=[DeskReply(iso(at), "AWS Support", f"reply to {esc_id}")])
+                  comments=[CaseComment(iso(at), "AWS Support", f"reply to {esc_id}", True)])
 
 
 def _resolve(t: Tracker, clock: SetClock, esc_id: str, day: float) -> None:

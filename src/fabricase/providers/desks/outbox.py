@@ -1,5 +1,6 @@
-"""The outbox: each filing writes DATA/outbox/<escalation id>/ with ticket.md, summary.md, case.json and a copy
-of the bundle, for an engineer to send by hand (mail, a portal, a desk without an API). The default desk."""
+"""The outbox: each filing writes DATA/outbox/<filing key>/ (FC-1.<tracker id>) with ticket.md, summary.md,
+case.json and a copy of the bundle, for an engineer to send by hand (mail, a portal, a desk without an API). The
+default desk."""
 
 from __future__ import annotations
 
