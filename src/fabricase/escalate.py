@@ -115,6 +115,7 @@ def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symp
     their suspects' sections. `bundle_sha256`: the written bundle file's sha256 (hashlib.file_digest), said beside
     the bundle id once the archive is written. `sent_severity`: the level the provider sends (its plan applied),
     which the body then states."""
+    from fabricase.analysis.probe_text import probe_text
     from fabricase.templates import render_draft
     from fabricase.templates.ruled_out import checks_run
 
@@ -124,7 +125,7 @@ def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symp
                         capture_created_at=capture.created_at, escalation_id=escalation_id,
                         checks=checks if checks is not None else checks_run(capture.hosts),
                         kernel_logs=_KernelLogs(capture), events=events, diagnosis=diagnosis, history=history,
-                        bundle_sha256=bundle_sha256, sent_severity=sent_severity)
+                        bundle_sha256=bundle_sha256, sent_severity=sent_severity, probe_lines=probe_text(capture))
 
 
 def _epoch(created_at: str) -> int:

@@ -233,7 +233,20 @@ def _fleet_findings(capture: Capture, results: dict[str, _HostResult]) -> list[F
         for item in capture.inputs
         if item.kind == "nccl-log"
     ]
-    return out + perf.perf_fleet_findings(records) + (nccl_findings(logs) if logs else [])
+    return out + perf.perf_fleet_findings(records) + (nccl_findings(logs) if logs else []) + _probe_findings(capture)
+
+
+def _probe_findings(capture: Capture) -> list[Finding]:
+    """The active probe's findings when the capture holds probe.json; one info finding when it cannot be used
+    (the rest of the capture is analyzed all the same)."""
+    from fabricase.analysis.probe import load_probe, probe_findings
+    from fabricase.models import Evidence
+
+    doc, why = load_probe(capture.root)
+    if why is not None:
+        evidence = [Evidence("probe.readable", "no", "state", baseline="yes", source="probe.json")]
+        return [Finding("probe-unreadable", Severity.INFO, None, "probe", why, evidence, confidence=1.0)]
+    return probe_findings(capture, doc) if doc is not None else []
 
 
 def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,

@@ -18,7 +18,8 @@ from fabricase.parsers.nccl_tests import NcclTestsResult, parse_nccl_tests
 from fabricase.parsers.perftest import PerftestResult, parse_perftest
 
 __all__ = [
-    "ALLREDUCE_BUSBW_GBS", "NCCL_MIN_COMPARE_BYTES", "RDMA_BW_FRACTION", "RDMA_MIN_COMPARE_BYTES", "RULES",
+    "ALLREDUCE_BUSBW_GBS", "NCCL_MIN_COMPARE_BYTES", "PROBE_ITEM_PREFIXES", "RDMA_BW_FRACTION",
+    "RDMA_MIN_COMPARE_BYTES", "RULES",
     "PerfRecord", "detect_perf_format", "nccl_busbw_collapse", "nccl_busbw_low", "nccl_wrong_results",
     "perf_fleet_findings", "perf_findings", "perf_records", "perf_rule", "perf_samples", "perf_test_failed",
     "rdma_bw_low", "rdma_bw_outliers", "robust_z", "samples", "tcp_throughput_low",
@@ -38,6 +39,7 @@ RDMA_BW_FRACTION = 0.9  # NVIDIA ngc_multinode_perf pass criterion: 90% of the p
 TCP_BW_FRACTION = 0.5  # heuristic: one host's TCP streams below half the link speed
 TCP_RETRANSMIT_SHARE = 0.01  # heuristic: more than 1% of segments retransmitted
 OUTLIER_Z = 3.5
+PROBE_ITEM_PREFIXES = ("cmd:perf-probe-", "cmd:probe-server-")  # fabricase.probe.model.item_source and its server
 _GPU = re.compile(r"(?<![A-Za-z0-9])(A100|H100|H200)(?![0-9])")
 
 
@@ -294,6 +296,8 @@ def perf_records(hc: HostCapture) -> list[PerfRecord]:
 def _perf_records(hc: HostCapture) -> list[PerfRecord]:
     records = []
     for item in hc.matching("cmd:perf-*"):
+        if item.source.startswith(PROBE_ITEM_PREFIXES):
+            continue  # the probe's: judged against the pairs and peers (analysis.probe), which these rules lack
         text = hc.text(item.source)
         kind = detect_perf_format(text or "", item.source)
         if kind == "iperf3":

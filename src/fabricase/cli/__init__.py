@@ -9,6 +9,7 @@ from fabricase.cli import (  # noqa: F401  (each registers its commands)
     capture_cmds,
     faulty_cmd,
     metrics_cmds,
+    probe_cmd,
     provider_cmds,
     relay_cmd,
     track_cmds,

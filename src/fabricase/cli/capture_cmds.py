@@ -9,6 +9,7 @@ import click
 
 from fabricase.cli.app import EXIT_PARTIAL, capture_from_targets, cli, paths, target_options
 from fabricase.cli.output import emit_json, err_console, hosts_json, inert, inert_lines, out_console, print_hosts
+from fabricase.cli.probe_cmd import probe_options, run_probe_on, split_probe_values
 from fabricase.cli.provider_cmds import ProviderChoice
 from fabricase.cli.screen import diagnosis_json, print_diagnosis
 from fabricase.errors import ParseError, VerifyError
@@ -256,13 +257,22 @@ def draft(source, provider, symptom, severity, as_json):
 @click.option("--report-faulty", is_flag=True,
               help="After filing, report the hosts with a provider-owned major or critical suspect through the "
                    "cloud's faulty-host channel, as `fabricase report-faulty` does (GCE: disruption future).")
+@click.option("--probe", "with_probe", is_flag=True,
+              help="After the capture, run the probe's active tests across the hosts (see `fabricase probe "
+                   "--help`; its options apply) and put their results in the bundle and ticket.")
+@probe_options
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findings, report_faulty, as_json,
-          **target):
+def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findings, report_faulty, with_probe,
+          as_json, **values):
     """Capture, analyze, bundle, draft, file and track one escalation."""
     from fabricase.flow import open_escalation
 
+    probe_values, target = split_probe_values(values)
+    if with_probe and target["replay"]:
+        raise click.UsageError("--probe runs tests on live hosts; it cannot be added to a --replay")
     capture = capture_from_targets(target, None, quiet=as_json)
+    if with_probe:
+        _doc, capture = run_probe_on(capture, target, probe_values, quiet=as_json)
     if not any(h.status == HostStatus.OK for h in capture.hosts) and not as_json:
         err_console.print("warning: no host was captured; the ticket will say so", style="yellow")
     result = open_escalation(capture, paths(), provider_name=provider, symptom=symptom,

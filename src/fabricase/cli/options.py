@@ -14,6 +14,8 @@ from LIMITS, so that the ranges are stated once, checked alike and shown in --he
     --count         rounds   1 to 1000000       watch rounds
     --older-than    age      0 to 3650d         a tracker filter; ten years
     --stale-after   age      over 0 to 3650d
+    --budget        duration 1s to 24h          a whole probe: 90s, 10m, 2h (a plain number is seconds)
+    --test-timeout  seconds  1 to 86400         one probe test
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import click
 
 from fabricase.errors import inert
 
-__all__ = ["AGE_LIMIT", "LIMITS", "Age", "Bounded", "bounded"]
+__all__ = ["AGE_LIMIT", "LIMITS", "Age", "Bounded", "Duration", "bounded"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,17 @@ LIMITS: dict[str, Bounded] = {
     "--fanout": Bounded(1, 4096, "hosts", integer=True),
     "--interval-s": Bounded(0, 86400, "seconds"),
     "--count": Bounded(1, 1_000_000, "rounds", integer=True),
+    "--test-timeout": Bounded(1, 86400, "seconds"),
+    "--duration": Bounded(1, 3600, "seconds", integer=True),
+    "--ib-port": Bounded(1, 255, "(port number)", integer=True),
+    "--gid-index": Bounded(0, 255, "(GID table index)", integer=True),
+    "--qps": Bounded(1, 1024, "queue pairs", integer=True),
+    "--gpus-per-host": Bounded(1, 64, "GPUs", integer=True),
+    "--nccl-iters": Bounded(1, 10000, "iterations", integer=True),
+    "--expect-gbps": Bounded(0, 100000, "Gb/s", low_open=True),
+    "--expect-tcp-gbps": Bounded(0, 100000, "Gb/s", low_open=True),
+    "--expect-busbw": Bounded(0, 100000, "GB/s", low_open=True),
+    "--per-switch": Bounded(1, 4096, "tests", integer=True),
 }
 AGE_LIMIT = timedelta(days=3650)
 
@@ -142,3 +155,31 @@ class Age(click.ParamType):
         if age > AGE_LIMIT or age < timedelta(0) or (not self.allow_zero and age == timedelta(0)):
             self.fail(f"{_shown(value)} is out of range (allowed: {self.describe()})", param, ctx)
         return age
+
+
+class Duration(click.ParamType):
+    """A duration such as 90s, 10m, 2h or a plain number of seconds, between `low_s` and `high_s`; seconds out."""
+
+    name = "DURATION"
+    _UNITS = {"s": 1, "m": 60, "h": 3600}
+
+    def __init__(self, low_s: float = 1, high_s: float = 86400) -> None:
+        self.low_s, self.high_s = low_s, high_s
+
+    def describe(self) -> str:
+        return f"{_number(self.low_s)}s to {_number(self.high_s / 3600)}h"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            seconds = float(value)
+        else:
+            text = str(value).strip().lower()
+            unit = self._UNITS.get(text[-1:], None) if text else None
+            try:
+                seconds = float(text[:-1] if unit else text) * (unit or 1)
+            except ValueError:
+                self.fail(f"{_shown(value)} is not a duration such as 90s, 10m or 2h (allowed: {self.describe()})",
+                          param, ctx)
+        if not math.isfinite(seconds) or not self.low_s <= seconds <= self.high_s:
+            self.fail(f"{_shown(value)} is out of range (allowed: {self.describe()})", param, ctx)
+        return seconds

@@ -112,6 +112,12 @@ KIND_VERDICTS: dict[str, str] = {
     "rdma-bw-outlier": "low-bandwidth", "tcp-throughput-low": "low-bandwidth",
     "nccl-wrong-results": "wrong-results", "nccl-timeout": "collective-timeout",
     "perf-test-failed": "perf-test-failed",
+    # The active probe: a host, NIC or path measured slow. A slow path is low-bandwidth, not switch-fault: the
+    # probe knows two hosts that are slow with each other, not which switch (if any) lies between them; a
+    # topology that names the switch is what makes it a switch fault (shared-component-fault).
+    "probe-slow-host": "low-bandwidth", "probe-slow-nic": "low-bandwidth", "probe-slow-path": "low-bandwidth",
+    "probe-below-expected": "low-bandwidth", "probe-collective-slow": "low-bandwidth",
+    "probe-unreadable": "perf-test-failed",
     "config-drift": "configuration-drift",
     # Minor or info only (never a suspect's lead on their own), listed so that every kind has a verdict.
     "nic-discards": "congestion-victim", "rdma-counter-saturated": "bad-link",

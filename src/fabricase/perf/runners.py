@@ -22,6 +22,7 @@ __all__ = [
     "PerfRun",
     "ib_write_bw_command",
     "iperf3_command",
+    "nccl_tests_argv",
     "nccl_tests_command",
     "perftest_pairs",
     "run_local",
@@ -115,14 +116,9 @@ def nccl_tests_command(
     if not names:
         raise ValueError("nccl-tests needs at least one host")
     gpus = _positive(gpus_per_host, "gpus_per_host")
-    if not re.fullmatch(r"(?:\S*/)?[a-z_]+_perf(?:_mpi)?", binary):
-        raise ValueError(f"not an nccl-tests binary: {binary!r}")
-    for size in (min_bytes, max_bytes):
-        if parse_size(str(size)) is None:
-            raise ValueError(f"invalid message size: {size!r}")
     variables = [f"{_check(_ENV_KEY, k, 'environment variable')}={v}" for k, v in (env or {}).items()]
-    test = [binary, "-b", str(min_bytes), "-e", str(max_bytes), "-f", _positive(factor, "factor"), "-g", "1",
-            "-n", _positive(iters, "iters"), "-w", str(int(warmup_iters)), "-c", "1", *extra]  # fmt: skip
+    test = nccl_tests_argv(binary, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, iters=iters,
+                           warmup_iters=warmup_iters, extra=extra)
     if launcher == "srun":
         launch = ["srun", f"--nodes={len(names)}", f"--ntasks-per-node={gpus}", f"--gpus-per-node={gpus}",
                   f"--nodelist={','.join(names)}"]  # fmt: skip
@@ -134,6 +130,19 @@ def nccl_tests_command(
     for variable in variables:
         launch += ["-x", variable]
     return launch + test
+
+
+def nccl_tests_argv(binary: str = "all_reduce_perf", *, min_bytes: str = "8", max_bytes: str = "8G", factor: int = 2,
+                    iters: int = 20, warmup_iters: int = 5, gpus: int = 1, extra: Sequence[str] = ()) -> list[str]:
+    """The nccl-tests command itself (no launcher): `-g gpus` GPUs per rank, results checked (`-c 1`)."""
+    if not re.fullmatch(r"(?:\S*/)?[a-z_]+_perf(?:_mpi)?", binary):
+        raise ValueError(f"not an nccl-tests binary: {binary!r}")
+    for size in (min_bytes, max_bytes):
+        if parse_size(str(size)) is None:
+            raise ValueError(f"invalid message size: {size!r}")
+    return [binary, "-b", str(min_bytes), "-e", str(max_bytes), "-f", _positive(factor, "factor"),
+            "-g", _positive(gpus, "gpus"), "-n", _positive(iters, "iters"), "-w", str(int(warmup_iters)),
+            "-c", "1", *extra]  # fmt: skip
 
 
 def iperf3_command(

@@ -19,6 +19,7 @@ import jinja2
 
 from fabricase.analysis import host_samples, sort_findings
 from fabricase.analysis.fleet import fleet_inputs
+from fabricase.analysis.probe_text import probe_text
 from fabricase.diagnosis import Diagnosis, diagnose
 from fabricase.models import Capture, Finding, HostStatus, MetricSample, Placement, Severity
 from fabricase.report.cards import cards as suspect_cards  # the name `cards` stays the module's
@@ -119,5 +120,6 @@ def html_report(capture: Capture, findings: Sequence[Finding], placements: Seque
         "suspects_omitted": omitted,
         "topology": topology([hc.host for hc in capture.hosts], placements, ordered),
         "gaps": collection_gaps(capture),
+        "probe_lines": probe_text(capture, width=100),
     }
     return environment().get_template(REPORT_TEMPLATE).render(**context).encode("utf-8")

@@ -178,6 +178,7 @@ def render_draft(
     history: Mapping[str, str] | None = None,
     bundle_sha256: str | None = None,
     sent_severity: DeskSeverity | None = None,
+    probe_lines: Sequence[str] = (),
 ) -> TicketDraft:
     """The ticket (title, body) and the Markdown summary for one escalation, built from the suspects.
 
@@ -190,7 +191,8 @@ def render_draft(
     with kernel-log findings are looked up). events: the escalation's history, for the timeline.
     max_level, support_plan, severity_overrides: cap and adjust the desk's severity (`severity.desk_severity`).
     sent_severity: the level the provider will send (Provider.desk_severity: its plan and the account's offered
-    levels applied); the body then says exactly that.
+    levels applied); the body then says exactly that. probe_lines: what the probe's active tests found and how
+    the bisection narrowed it down (analysis.probe.probe_lines), for the "Active tests" section.
     template_dir: the user's overrides; default `<config dir>/templates`.
     history: repeat offenders, key ("gpu001", "gpu001/rdma:mlx5_3/1", "switch:leaf-3") -> the line its suspect's
     section says (tracker.stats.history_lines); lines no suspect takes go in a short History section.
@@ -263,6 +265,7 @@ def render_draft(
         "bundle_sha256": bundle_sha256,
         "capture_created_at": capture_created_at,
         "escalation_id": escalation_id,
+        "probe_lines": list(probe_lines),
     }
     name = ticket_template(provider, template_dir)
     subject, body = _split_subject(render(name, template_dir=template_dir, **context))

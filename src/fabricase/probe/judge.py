@@ -1,0 +1,45 @@
+"""Which probe results are slow: one rule, shared by the bisection (which set to recurse into) and the analysis
+(what the report says was slow), so that both always agree.
+
+A figure is held against the expected one when it is known (90% of a port's rate for a pair; the busbw baseline
+for a collective). Without one, results are held against each other: against the median of the pairs (most
+pairs are healthy), or against the best of the sets of one bisection round (those sets run at once, on the same
+fabric, with the same sizes). A test that failed, hung or timed out (no figure) is slow: a hang is what a bad
+node does to a collective.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+__all__ = ["PAIR_FRACTION", "PAIR_RELATIVE", "SET_FRACTION", "SET_RELATIVE", "slow_pairs", "slow_sets"]
+
+PAIR_FRACTION = 0.9  # NVIDIA ngc_multinode_perf: a pair passes at 90% of the port's link rate
+PAIR_RELATIVE = 0.5  # without a rate: under half the median pair is slow (a healthy fabric spreads ~10-20%)
+SET_FRACTION = 0.9  # of the expected busbw
+SET_RELATIVE = 0.7  # without a baseline: under 70% of the best set of the round
+
+
+def slow_pairs(values: Sequence[float | None], expected: float | None = None, *, fraction: float = PAIR_FRACTION,
+               relative: float = PAIR_RELATIVE) -> list[bool]:
+    """For each pair result (Gb/s; None: no figure), whether it is slow."""
+    if expected is not None:
+        return [v is None or v < fraction * expected for v in values]
+    known = [v for v in values if v is not None]
+    if not known:
+        return [True] * len(values)
+    median = statistics.median(known)
+    return [v is None or v < relative * median for v in values]
+
+
+def slow_sets(values: Sequence[float | None], expected: float | None = None, *, fraction: float = SET_FRACTION,
+              relative: float = SET_RELATIVE) -> list[bool]:
+    """For each set of one bisection round (busbw GB/s; None: no figure), whether it is slow."""
+    if expected is not None:
+        return [v is None or v < fraction * expected for v in values]
+    known = [v for v in values if v is not None]
+    if not known:
+        return [True] * len(values)
+    best = max(known)
+    return [v is None or v < relative * best for v in values]
