@@ -59,6 +59,17 @@ def test_issue_232_two_h100_nodes_degraded():
     assert r.avg_busbw is None and r.errors == []  # the excerpt stops at 32 MiB, before the footer
 
 
+def test_nccl_debug_info_lines_between_the_rows_are_not_rows():
+    """With NCCL_DEBUG=INFO (as the probe runs it), NCCL's init line sits among the rows and has numbers too."""
+    text = real(ISSUES + "all_reduce_perf_2nodes-1xH100-each_4NICs_tree_degraded_nccl-tests-issue-232.txt")
+    info = ("gpu-a:4021:4021 [0] NCCL INFO comm 0x55d3c0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 18000 "
+            "commId 0x1f - Init COMPLETE\n")
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("2097152"))
+    r = parse_nccl_tests("".join(lines[:at] + [info] + lines[at:]))
+    assert r.errors == [] and [row.size for row in r.rows] == [2097152 << i for i in range(5)]
+
+
 def test_issue_182_two_independent_runs():
     r = parse_nccl_tests(real(ISSUES + "all_reduce_perf_A100-HDR-VM_low_nccl-tests-issue-182_excerpt.txt"))
     assert [row.size for row in r.rows] == [134217728, 134217728, 268435456, 268435456]

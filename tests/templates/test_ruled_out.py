@@ -23,6 +23,7 @@ NOT_A_CHECK = {
     "nccl-timeout": "from a job log given by the user, not a capture check",
     "tcp-throughput-low": "iperf3 is not among the default perf tests",
     "perf-test-failed": "a failed tool run, not a negative",
+    "probe-unreadable": "says the probe record could not be read, not a negative",
 }
 H100 = {
     "link-flap", "port-down", "speed", "phy", "netdev-errors", "rdma-errors", "discards", "pfc", "pcie-link",
@@ -73,7 +74,18 @@ def test_ruled_out_lists_only_checks_that_ran_and_did_not_fire():
     clear, not_run = ruled_out(run, fired)
     assert [c.text for c in clear] == ["no PCIe downgrade on 2 of 3 hosts (1 without the data)"]
     assert "xid" not in {c.name for c in not_run}  # it fired: the finding says more than a negative
-    assert {c.name for c in not_run} == {c.name for c in CHECKS} - {"xid", "pcie-link"}
+    assert {c.name for c in not_run} == {c.name for c in CHECKS if not c.opt_in} - {"xid", "pcie-link"}
+
+
+def test_an_opt_in_test_nobody_ran_is_no_gap_and_one_that_ran_is_a_negative():
+    """The probe runs only when asked for: a capture without it is not 'not checked'; one with it rules out."""
+    run = {h: {"xid"} for h in ("a", "b")}
+    assert "probe" not in {c.name for c in ruled_out(run, [])[1]}
+    with_probe = {h: {"xid", "probe"} for h in ("a", "b")}
+    clear, _ = ruled_out(with_probe, [])
+    assert "no slow host, NIC or path in the probe's pair tests and bisection on any of the 2 hosts" in [
+        c.text for c in clear]
+    assert "probe" in checks_run([host("h", item("cmd:perf-probe-r1-ib_write_bw-001"))])["h"]
 
 
 def test_wording_for_all_hosts_and_for_one():

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import fleetgen  # noqa: E402
 
 DESKS = ("generic", "aws", "gcp", "azure", "jira", "zendesk", "email")
-RUN = {h: {c.name for c in CHECKS} - {"dcgm", "nccl-tests", "rdma-bw"} for h in sc.HOSTS}
+RUN = {h: {c.name for c in CHECKS} - {"dcgm", "nccl-tests", "rdma-bw", "probe"} for h in sc.HOSTS}
 
 
 def draft(desk: str = "aws", **overrides):

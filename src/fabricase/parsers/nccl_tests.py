@@ -282,6 +282,8 @@ def parse_nccl_tests(text: str | None, collective: str | None = None) -> NcclTes
         if line.startswith("#"):
             _meta(result, line)
             continue
+        if " NCCL INFO " in line or " NCCL TRACE " in line:
+            continue  # NCCL_DEBUG=INFO lines between the rows ("comm 0x.. rank 0 nranks 3 ..." has numbers too)
         if _FAILURE.search(line):
             result.errors.append(line[:300])
             continue

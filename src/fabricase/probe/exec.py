@@ -60,16 +60,20 @@ def remote_script(argv: Sequence[str], *, tag: str, limit_s: float, env: Mapping
 
 
 def sweep_script(tag: str) -> str:
-    """sh that kills every process whose environment holds the tag and prints one line per process found:
-    `<pid> <command line>`. Exits 0."""
+    """sh that kills every process whose environment holds the tag and prints one line per process killed:
+    `<pid> <command line>`. A process still exiting when the test's connection closed is given a second to go
+    (zombies and vanished processes are not leftovers). Exits 0."""
     if not _TAG.fullmatch(tag):
         raise ValueError(f"invalid probe tag: {tag!r}")
     return (
-        f"self=$$; for e in /proc/[0-9]*/environ; do p=${{e#/proc/}}; p=${{p%/environ}}; "
-        f'[ "$p" = "$self" ] && continue; '
-        f"tr '\\0' '\\n' <\"$e\" 2>/dev/null | grep -qx '{TAG_VAR}={tag}' || continue; "
-        f"c=$(tr '\\0' ' ' <\"/proc/$p/cmdline\" 2>/dev/null | cut -c1-200); "
-        f'kill -9 "$p" 2>/dev/null && echo "$p $c"; done; exit 0'
+        "found() { for e in /proc/[0-9]*/environ; do p=${e#/proc/}; p=${p%/environ}; "
+        f"tr '\\0' '\\n' <\"$e\" 2>/dev/null | grep -qx '{TAG_VAR}={tag}' && echo \"$p\"; done; }}; "
+        'ps=$(found); [ -z "$ps" ] && exit 0; sleep 1; '
+        "for p in $ps; do "
+        "s=$(sed -n 's/^State:[[:space:]]*\\([A-Z]\\).*/\\1/p' \"/proc/$p/status\" 2>/dev/null); "
+        '{ [ -z "$s" ] || [ "$s" = Z ]; } && continue; '
+        "c=$(tr '\\0' ' ' <\"/proc/$p/cmdline\" 2>/dev/null | cut -c1-200); "
+        'kill -9 "$p" 2>/dev/null && echo "$p $c"; done; exit 0'
     )
 
 

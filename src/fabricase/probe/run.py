@@ -158,7 +158,7 @@ class _Probe:
                 for p in running:
                     if p.client is not None and p.client.done():
                         out = p.client.wait(5)
-                        if restart(p) and _not_connected(out):
+                        if _not_connected(out) and restart(p):  # the server was not listening yet
                             continue
                         p.outcome = out
                 if self.stop.is_set():

@@ -43,6 +43,7 @@ class Check:
     hosts. `unjudged_by`: finding kinds that say the check could not judge (a fleet too small to compare).
     `metrics`: evidence metric prefixes of its topic (a fleet outlier on `phy.symbol_errors_uncorrected` is a
     PHY error, whatever its kind). `verdicts`: suspect verdicts of its topic (Xid 74 is an NVLink error).
+    `opt_in`: a test that runs only when asked for (the probe): not run on any host is no gap worth a line.
     """
 
     name: str
@@ -54,6 +55,7 @@ class Check:
     unjudged_by: frozenset[str] = frozenset()
     metrics: tuple[str, ...] = ()
     verdicts: frozenset[str] = frozenset()
+    opt_in: bool = False
 
 
 def _check(name: str, topic: str, what: str, kinds: str, *needs: tuple[str, ...], metrics: str = "",
@@ -130,6 +132,9 @@ CHECKS: tuple[Check, ...] = (
            verdicts="wrong-results"),
     _check("rdma-bw", "perftest RDMA bandwidth", "no perftest RDMA bandwidth below link rate",
            "rdma-bw-low rdma-bw-outlier", ("cmd:perf-ib_write_bw",)),
+    _check("probe", "the probe's active tests", "no slow host, NIC or path in the probe's pair tests and bisection",
+           "probe-slow-host probe-slow-nic probe-slow-path probe-below-expected probe-collective-slow",
+           ("cmd:perf-probe-",), opt_in=True),
 )
 
 
@@ -238,6 +243,8 @@ def ruled_out(
             if n:  # it judged (it fired on the suspects): no fleet-size or min_hosts question left
                 clear.append(CheckResult(check, n, total, excluded=len(hit & set(run)),
                                          caveats=tuple(caveats.get(check.name, ()))))
+            continue
+        if n == 0 and check.opt_in:
             continue
         if n < check.min_hosts or check.unjudged_by & fired_kinds:
             not_run.append(check)
