@@ -192,7 +192,7 @@ def probe(out_dir, as_json, **values):
             echo_line(line)
         print_diagnosis(analysis.diagnosis, analysis.findings, show_findings=False)
         out_console.print(f"Capture     {capture.root}", soft_wrap=True)
-    if doc.stopped_reason == "interrupted":
+    if (doc.stopped_reason or "").startswith("interrupted"):
         raise click.exceptions.Exit(130)
     if not any(r.status == "ok" for r in doc.results):
         raise click.exceptions.Exit(1)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fabricase.capturedir import utc_now
 from fabricase.models import Capture, HostStatus
 from fabricase.perf.runners import ib_write_bw_command, iperf3_command, nccl_tests_argv
 from fabricase.probe.exec import Exec, Outcome, Running
@@ -85,6 +86,7 @@ class _Pending:
     outcome: Outcome | None = None
     server_outcome: Outcome | None = None
     tries: int = 0
+    stored: bool = False
 
 
 class _Probe:
@@ -143,49 +145,70 @@ class _Probe:
         self.results.append(result)
         self.on_result(result)
 
+    def not_started(self, n: int) -> None:
+        """Planned tests that will not run (the probe stopped before their round)."""
+        self.notes["not_started"] = self.notes.get("not_started", 0) + n
+
     def skip(self, tests: Sequence[ProbeTest]) -> None:
         for test in tests:
             self.record(ProbeResult(test, "skipped", error=f"not run: {self.stopped}"))
 
     # -- running a round ------------------------------------------------------------------------------------
-    def _wait_all(self, pending: list[_Pending], restart: Callable[[_Pending], bool]) -> None:
-        """Wait for every client (or collective); on Ctrl-C stop everything and mark the round interrupted."""
+    def _round(self, pending: list[_Pending], start: Callable[[], None],
+               restart: Callable[[_Pending], bool] = lambda p: False) -> None:
+        """Start a round, wait for it, collect it; Ctrl-C anywhere in it stops what runs and keeps the rest."""
         try:
-            while True:
-                running = [p for p in pending if p.outcome is None]
-                if not running:
-                    return
-                for p in running:
-                    if p.client is not None and p.client.done():
-                        out = p.client.wait(5)
-                        if _not_connected(out) and restart(p):  # the server was not listening yet
-                            continue
-                        p.outcome = out
-                if self.stop.is_set():
-                    raise KeyboardInterrupt
-                time.sleep(0.05)
+            start()
+            self._wait_all(pending, restart)
         except KeyboardInterrupt:
-            self.stop.set()
-            self.stopped = "interrupted"
-            for p in pending:
-                for side in (p.client, p.server):
-                    if side is not None:
-                        side.stop("interrupted")
-            for p in pending:
-                if p.outcome is None and p.client is not None:
-                    p.outcome = p.client.wait(5)
+            self._interrupt(pending)
+        try:
+            self._finish(pending)
+        except KeyboardInterrupt:
+            self._interrupt(pending)
+            self._finish(pending)
+
+    def _interrupt(self, pending: list[_Pending]) -> None:
+        self.stop.set()
+        self.stopped = "interrupted"
+        for p in pending:
+            for side in (p.client, p.server):
+                if side is not None:
+                    side.stop("interrupted")
+        for p in pending:
+            if p.outcome is None:
+                p.outcome = p.client.wait(5) if p.client is not None else Outcome(
+                    p.test.reporter, "interrupted", None, b"", b"", 0.0, utc_now(), "interrupted before it started")
+
+    def _wait_all(self, pending: list[_Pending], restart: Callable[[_Pending], bool]) -> None:
+        """Wait for every client (or collective); a stop request is an interrupt."""
+        while True:
+            running = [p for p in pending if p.outcome is None]
+            if not running:
+                return
+            for p in running:
+                if p.client is not None and p.client.done():
+                    out = p.client.wait(5)
+                    if _not_connected(out) and restart(p):  # the server was not listening yet
+                        continue
+                    p.outcome = out
+            if self.stop.is_set():
+                raise KeyboardInterrupt
+            time.sleep(0.05)
 
     def _finish(self, pending: list[_Pending]) -> None:
-        """Collect servers, sweep the round's hosts, store the outputs, record the results."""
+        """Collect servers, sweep the round's hosts, store the outputs, record the results (once)."""
         for p in pending:
-            if p.server is not None:
+            if p.server is not None and p.server_outcome is None:
                 if not p.server.done() and not self.stop.is_set():
                     p.server.wait(min(10.0, self.opts.duration_s + 5))
                 p.server.stop("timed-out" if not self.stop.is_set() else "interrupted")
                 p.server_outcome = p.server.wait(5)
         leftovers = self._sweep({h for p in pending for h in p.test.hosts})
         for p in pending:
-            self._store(p, leftovers)
+            if not p.stored:
+                p.stored = True
+                self._store(p, leftovers)
 
     def _sweep(self, hosts: set[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
@@ -214,44 +237,50 @@ class _Probe:
         """One round of server/client tests at once."""
         limit = self.limit()
         pending = [_Pending(t, started=time.monotonic()) for t in tests]
-        for p in pending:
-            p.server = self.started(self.exec.start(p.test.server or "", p.test.server_argv, tag=self.tag,
-                                                    limit_s=limit, env=env))
-        time.sleep(SERVER_START_S)
-        for p in pending:
-            p.client = self.started(self.exec.start(p.test.reporter, p.test.argv, tag=self.tag, limit_s=limit,
-                                                    env=env))
+
+        def client(p: _Pending) -> Running:
+            return self.started(self.exec.start(p.test.reporter, p.test.argv, tag=self.tag, limit_s=limit, env=env))
+
+        def start() -> None:
+            for p in pending:
+                p.server = self.started(self.exec.start(p.test.server or "", p.test.server_argv, tag=self.tag,
+                                                        limit_s=limit, env=env))
+            time.sleep(SERVER_START_S)
+            for p in pending:
+                p.client = client(p)
 
         def restart(p: _Pending) -> bool:
             if p.tries >= CONNECT_RETRIES or p.server is None or p.server.done() or self.stop.is_set():
                 return False
             p.tries += 1
             time.sleep(SERVER_START_S)
-            p.client = self.started(self.exec.start(p.test.reporter, p.test.argv, tag=self.tag, limit_s=limit,
-                                                    env=env))
+            p.client = client(p)
             return True
 
-        self._wait_all(pending, restart)
-        self._finish(pending)
+        self._round(pending, start, restart)
 
     def run_collectives(self, tests: list[ProbeTest], env: Mapping[str, str]) -> dict[str, Outcome]:
         limit = self.limit()
         pending = [_Pending(t, started=time.monotonic()) for t in tests]
-        for p in pending:
-            p.client = self.started(self.exec.collective(p.test.hosts, p.test.argv, tag=self.tag, limit_s=limit,
-                                                         env=env))
-        self._wait_all(pending, lambda p: False)
-        self._finish(pending)
+
+        def start() -> None:
+            for p in pending:
+                p.client = self.started(self.exec.collective(p.test.hosts, p.test.argv, tag=self.tag,
+                                                             limit_s=limit, env=env))
+
+        self._round(pending, start)
         return {p.test.id: p.outcome for p in pending if p.outcome is not None}
 
     def run_each(self, tests: list[ProbeTest]) -> None:
         """Tests that run on one host each, all at once (dcgmi diag)."""
         limit = self.limit()
         pending = [_Pending(t, started=time.monotonic()) for t in tests]
-        for p in pending:
-            p.client = self.started(self.exec.start(p.test.reporter, p.test.argv, tag=self.tag, limit_s=limit))
-        self._wait_all(pending, lambda p: False)
-        self._finish(pending)
+
+        def start() -> None:
+            for p in pending:
+                p.client = self.started(self.exec.start(p.test.reporter, p.test.argv, tag=self.tag, limit_s=limit))
+
+        self._round(pending, start)
 
 
 def _not_connected(out: Outcome) -> bool:
@@ -304,8 +333,9 @@ def _stage_rdma(probe: _Probe) -> None:
             if rate is not None:
                 probe.expected.setdefault("pair_gbps", rate)
                 probe.expected.setdefault("pair_basis", basis)
-            for pairs in rounds:
+            for n_round, pairs in enumerate(rounds):
                 if probe.halted(opts.duration_s + 5):
+                    probe.not_started(sum(len(r) for r in rounds[n_round:]))
                     return
                 probe.round += 1
                 tests = []
@@ -330,8 +360,10 @@ def _stage_tcp(probe: _Probe) -> None:
     if opts.expect_tcp_gbps is not None:
         probe.expected["tcp_gbps"] = opts.expect_tcp_gbps
         probe.expected["tcp_basis"] = f"90% of the given {opts.expect_tcp_gbps:g} Gb/s"
-    for pairs in pair_rounds(probe.hosts, switch_of=opts.switch_of or None, per_switch=opts.per_switch):
+    rounds = pair_rounds(probe.hosts, switch_of=opts.switch_of or None, per_switch=opts.per_switch)
+    for n_round, pairs in enumerate(rounds):
         if probe.halted(opts.duration_s + 5):
+            probe.not_started(sum(len(r) for r in rounds[n_round:]))
             return
         probe.round += 1
         tests = []
@@ -435,8 +467,11 @@ def run_probe(capture: Capture, exec_: Exec, opts: ProbeOptions, *,
     finally:
         for host, items in probe.items.items():
             append_items(capture.root, host, items)
+        stopped = probe.stopped
+        if stopped and probe.notes.get("not_started"):
+            stopped += f"; {probe.notes['not_started']} planned tests not started"
         doc = ProbeDoc(hosts=list(probe.hosts), results=probe.results, expected=probe.expected,
-                       options={**opts.describe(), "tag": probe.tag}, interrupted=probe.stopped is not None,
-                       stopped_reason=probe.stopped, transport=exec_.name, notes=probe.notes)
+                       options={**opts.describe(), "tag": probe.tag}, interrupted=stopped is not None,
+                       stopped_reason=stopped, transport=exec_.name, notes=probe.notes)
         write_probe_doc(capture.root, doc)
     return replace(doc)
