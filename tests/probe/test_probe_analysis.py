@@ -387,3 +387,15 @@ def test_probe_lines_fit_the_width_and_lead_with_the_verdict(tmp_path):
         assert lines[0].startswith("slow host probe-h5")
         assert any("round" in line and "busbw" in line for line in lines)
         assert any(line.startswith("stopped early: the 600 s budget") for line in lines)
+
+
+def test_wrong_results_name_the_narrowest_wrong_set(tmp_path):
+    """#wrong > 0 is corrupt data, not bandwidth: the narrowest set that returned it is named (not its parents)."""
+    plan = [set_test("b1", 5, HOSTS), set_test("b2a", 6, HOSTS[:4], "b1"), set_test("b2b", 6, HOSTS[4:], "b1")]
+    good = NCCL_TABLE.format(b="45.00")
+    bad = good.replace("      0  25010.0", "     12  25010.0")
+    capture, doc = build(tmp_path, [(plan[0], bad, "ok"), (plan[1], good, "ok"), (plan[2], bad, "ok")],
+                         expected=BUSBW)
+    wrong = [f for f in probe_findings(capture, doc) if f.kind == "nccl-wrong-results"]
+    assert [(f.host, f.component, f.severity) for f in wrong] == [(None, "collective:probe-h[5-8]", Severity.MAJOR)]
+    assert "12 wrong elements" in wrong[0].summary

@@ -123,6 +123,25 @@ def test_terminal_ticket_and_report_show_the_bisection(probe_lab, tmp_path):
     assert "Active tests" in html
 
 
+def test_open_probe_files_the_probe_with_the_capture(probe_lab, tmp_path):
+    """`open --probe`: one command captures, probes, bundles and drafts (dry run): the ticket names the host."""
+    lab = probe_lab
+    ssh = [x for o in lab.ssh_options for x in ("--ssh-option", o)]
+    argv = ["open", "--hosts", ",".join(lab.hosts), "--via", "ssh", *ssh, "--interval", "0", "--collector", "netdev",
+            "--probe", "--test", "tcp", "--duration", "1", "--tools-path", lab.tools_path, "--symptom",
+            "allreduce 40% slower", "--provider", "static", "--dry-run", "--json"]
+    with lab.slow_link(7, SLOW_RATE):
+        result = CliRunner(env={"FABRICASE_HOME": str(tmp_path / "home")}).invoke(cli, argv, catch_exceptions=False)
+    assert result.exit_code == 0, result.output[-3000:]
+    doc = json.loads(result.output)
+    assert [(f["kind"], f["host"]) for f in doc["findings"] if f["kind"].startswith("probe-")] == [
+        ("probe-slow-host", lab.hosts[6])]
+    assert [(s["host"], s["verdict"]) for s in doc["suspects"]] == [(lab.hosts[6], "low-bandwidth")]
+    ticket = Path(doc["ticket_path"]).read_text()
+    assert "Active tests (fabricase probe)" in ticket and f"slow host {lab.hosts[6]}" in ticket
+    assert not _left_running(lab)
+
+
 def test_ctrl_c_keeps_what_finished_and_leaves_nothing_running(probe_lab, tmp_path):
     lab = probe_lab
     out = tmp_path / "interrupted"

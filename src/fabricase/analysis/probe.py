@@ -28,7 +28,7 @@ from fabricase.probe.model import PAIR_KINDS, PROBE_NAME, ProbeDoc, ProbeTest, i
 
 __all__ = [
     "MAX_PROBE_BYTES", "BisectSet", "HostSuspect", "ProbeAnalysis", "ProbeMeasure", "analyze_measures", "load_probe",
-    "probe_analysis", "probe_findings", "probe_measures",
+    "folded_hosts", "probe_analysis", "probe_findings", "probe_measures",
 ]  # fmt: skip
 
 MAX_PROBE_BYTES = 16 * MIB  # probe.json is a plan and outcomes; a bigger one is not ours
@@ -405,6 +405,35 @@ def _failed_findings(measures: list[ProbeMeasure]) -> list[Finding]:
     return out
 
 
+def folded_hosts(hosts: tuple[str, ...]) -> str:
+    """gpu[001-004]: the hosts as one nodeset (listed as they are when NodeSet cannot fold them)."""
+    try:
+        from ClusterShell.NodeSet import NodeSet
+
+        return str(NodeSet.fromlist(list(hosts)))
+    except Exception:
+        return ",".join(hosts)
+
+
+def _wrong_findings(measures: list[ProbeMeasure]) -> list[Finding]:
+    """Collectives that returned wrong data (nccl-tests #wrong > 0): one finding per narrowest such set (no set
+    split from it was wrong too), on its hosts. Corrupt results are never a bandwidth question: major."""
+    wrong = {m.test.id: m for m in measures if m.test.kind not in PAIR_KINDS and (m.wrong or 0) > 0}
+    parents = {m.test.parent for m in wrong.values() if m.test.parent}
+    out = []
+    for m in sorted(wrong.values(), key=lambda m: m.test.id):
+        if m.test.id in parents:
+            continue
+        hosts = folded_hosts(m.test.hosts)
+        summary = (f"all_reduce_perf across {len(m.test.hosts)} hosts returned {m.wrong:g} wrong elements "
+                   f"(#wrong, test {m.test.id}): {hosts}")[:300]
+        evidence = [Evidence("perf.nccl_wrong", m.wrong, "elements", baseline=0, source=m.source, snapshot=0)]
+        host = m.test.hosts[0] if len(m.test.hosts) == 1 else None
+        out.append(Finding("nccl-wrong-results", Severity.MAJOR, host, f"collective:{hosts}"[:200],
+                           summary, evidence, confidence=0.9))
+    return out
+
+
 def analyze_measures(measures: list[ProbeMeasure], logs: list[NcclLog], doc: ProbeDoc) -> ProbeAnalysis:
     """The probe's judgement over parsed measures (probe_analysis without the capture)."""
     from fabricase.analysis.nccl import nccl_findings
@@ -442,7 +471,7 @@ def analyze_measures(measures: list[ProbeMeasure], logs: list[NcclLog], doc: Pro
                              source=root.source, snapshot=0)]
         findings.append(Finding("probe-collective-slow", Severity.MINOR, None, "collective", collective, evidence,
                                 0.6))
-    findings += _failed_findings(measures) + (nccl_findings(logs) if logs else [])
+    findings += _failed_findings(measures) + _wrong_findings(measures) + (nccl_findings(logs) if logs else [])
     findings.sort(key=lambda f: (f.sort_key, f.summary))
     return ProbeAnalysis(measures, slow, baseline, sets, suspects, paths, below, collective, findings)
 

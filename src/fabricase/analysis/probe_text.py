@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from fabricase.analysis.probe import ProbeAnalysis, probe_analysis
+from fabricase.analysis.probe import ProbeAnalysis, folded_hosts, probe_analysis
 from fabricase.models import Capture
 from fabricase.probe.model import PAIR_KINDS, ProbeDoc
 
@@ -52,15 +52,6 @@ class ProbeSummary:
     leftovers: list[str] = field(default_factory=list)
 
 
-def _nodeset(hosts: tuple[str, ...]) -> str:
-    try:
-        from ClusterShell.NodeSet import NodeSet
-
-        return str(NodeSet.fromlist(list(hosts)))
-    except Exception:  # a host name NodeSet cannot fold (brackets, odd characters): listed as it is
-        return ",".join(hosts)
-
-
 def _number(value) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -88,7 +79,7 @@ def summary_of(analysis: ProbeAnalysis, doc: ProbeDoc) -> ProbeSummary:
         figure = f"{m.value:.4g} {m.unit}" if m.value is not None else (m.reason or "no figure")
         s.slow_pairs.append(f"{m.test.hosts[0]} -> {m.test.hosts[1]} {m.test.kind}{rail}: {figure}")
     s.more_slow_pairs = max(len(pairs) - _SLOW_PAIR_LINES, 0)
-    s.bisection = [BisectRow(b.measure.test.round, b.depth, _nodeset(b.measure.test.hosts), b.measure.value,
+    s.bisection = [BisectRow(b.measure.test.round, b.depth, folded_hosts(b.measure.test.hosts), b.measure.value,
                              b.slow, b.candidate, b.measure.reason) for b in analysis.sets]  # fmt: skip
     for x in analysis.suspects:
         what = "slow NIC" if x.component.startswith("rdma:") else "slow host"

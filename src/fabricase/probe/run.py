@@ -12,7 +12,7 @@ Stages, in this order, each only when asked for:
 Guard rails: a time budget for the whole probe and a limit per test (each command also runs under `timeout` on
 its host); after every round the round's hosts are swept for anything left under the probe's tag (killed, and
 reported on the results); Ctrl-C (or `stop`) ends the current round, sweeps, and keeps everything that finished.
-Nothing here prints: progress goes through `on_result`.
+Nothing here prints: progress goes through `on_result`. The stages themselves: fabricase.probe.stages.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ from typing import Any
 
 from fabricase.capturedir import utc_now
 from fabricase.models import Capture, HostStatus
-from fabricase.perf.runners import ib_write_bw_command, iperf3_command, nccl_tests_argv
 from fabricase.probe.exec import Exec, Outcome, Running
-from fabricase.probe.facts import HostFacts, common_rails, host_facts
+from fabricase.probe.facts import host_facts
 from fabricase.probe.model import ProbeDoc, ProbeResult, ProbeTest, item_source, server_item_source
 from fabricase.probe.store import NewItem, append_items, write_probe_doc
 
@@ -89,7 +88,9 @@ class _Pending:
     stored: bool = False
 
 
-class _Probe:
+class Probe:
+    """One probe while it runs: the budget, the rounds, what was recorded (the stages drive it)."""
+
     def __init__(self, capture: Capture, exec_: Exec, opts: ProbeOptions, *, on_result, stop) -> None:
         self.capture, self.exec, self.opts = capture, exec_, opts
         self.on_result = on_result or (lambda result: None)
@@ -290,178 +291,21 @@ def _not_connected(out: Outcome) -> bool:
     return any(word in text for word in _NOT_CONNECTED)
 
 
-# -- the stages ---------------------------------------------------------------------------------------------
-
-def _rails(probe: _Probe) -> list[tuple[int, dict[str, tuple[str, int, int | None]]]]:
-    """Rail index -> host -> (device, port, GID index) for every rail all probed hosts have."""
-    opts = probe.opts
-    if opts.devices:
-        port = opts.ib_port or 1
-        return [(i, {h: (dev, port, opts.gid_index) for h in probe.hosts}) for i, dev in enumerate(opts.devices)]
-    facts: list[HostFacts] = [probe.facts[h] for h in probe.hosts]
-    out = []
-    for i in range(common_rails(facts)):
-        out.append((i, {f.host: (f.rails[i].device, opts.ib_port or f.rails[i].port,
-                                 opts.gid_index if opts.gid_index is not None else f.rails[i].gid_index)
-                        for f in facts}))  # fmt: skip
-    return out
-
-
-def _port_rate(probe: _Probe, rail: int) -> tuple[float | None, str | None]:
-    if probe.opts.expect_pair_gbps is not None:
-        return probe.opts.expect_pair_gbps, f"90% of the given {probe.opts.expect_pair_gbps:g} Gb/s"
-    rates = {f.rails[rail].rate_gbps for f in probe.facts.values() if len(f.rails) > rail}
-    rates.discard(None)
-    if len(rates) == 1:
-        rate = rates.pop()
-        return rate, f"90% of the {rate:g} Gb/s port rate (capture)"
-    return None, None
-
-
-def _stage_rdma(probe: _Probe) -> None:
-    from fabricase.probe.plan import pair_rounds
-
-    rails = _rails(probe)
-    if not rails:
-        probe.notes["rdma"] = "no RDMA rail on every host (capture) and none given (--rdma-device)"
-        return
-    rounds = pair_rounds(probe.hosts, switch_of=probe.opts.switch_of or None, per_switch=probe.opts.per_switch)
-    opts = probe.opts
-    for tool in opts.rdma_tools:
-        for rail, devices in rails:
-            rate, basis = _port_rate(probe, rail)
-            if rate is not None:
-                probe.expected.setdefault("pair_gbps", rate)
-                probe.expected.setdefault("pair_basis", basis)
-            for n_round, pairs in enumerate(rounds):
-                if probe.halted(opts.duration_s + 5):
-                    probe.not_started(sum(len(r) for r in rounds[n_round:]))
-                    return
-                probe.round += 1
-                tests = []
-                for n, (server, client) in enumerate(pairs):
-                    (sdev, sport, sgid), (cdev, cport, cgid) = devices[server], devices[client]
-                    tcp = opts.rdma_port + n
-                    common = dict(size=opts.message_bytes, duration=opts.duration_s, binary=tool, qps=opts.qps,
-                                  tcp_port=tcp)
-                    server_argv = ib_write_bw_command(sdev, sport, None, gid_index=sgid, **common)
-                    client_argv = ib_write_bw_command(cdev, cport, probe.exec.address(server), gid_index=cgid,
-                                                      **common)
-                    tests.append(ProbeTest(probe.next_id(tool), tool, "pairs", probe.round, (server, client),
-                                           rail=rail, devices=(sdev, cdev), argv=tuple(client_argv),
-                                           server_argv=tuple(server_argv)))
-                probe.run_pairs(tests)
-
-
-def _stage_tcp(probe: _Probe) -> None:
-    from fabricase.probe.plan import pair_rounds
-
-    opts = probe.opts
-    if opts.expect_tcp_gbps is not None:
-        probe.expected["tcp_gbps"] = opts.expect_tcp_gbps
-        probe.expected["tcp_basis"] = f"90% of the given {opts.expect_tcp_gbps:g} Gb/s"
-    rounds = pair_rounds(probe.hosts, switch_of=opts.switch_of or None, per_switch=opts.per_switch)
-    for n_round, pairs in enumerate(rounds):
-        if probe.halted(opts.duration_s + 5):
-            probe.not_started(sum(len(r) for r in rounds[n_round:]))
-            return
-        probe.round += 1
-        tests = []
-        for n, (server, client) in enumerate(pairs):
-            port = opts.iperf_port + n
-            tests.append(ProbeTest(probe.next_id("iperf3"), "iperf3", "tcp", probe.round, (server, client),
-                                   argv=tuple(iperf3_command(probe.exec.address(server), duration=opts.duration_s,
-                                                             port=port)),
-                                   server_argv=tuple(iperf3_command(None, port=port))))  # fmt: skip
-        probe.run_pairs(tests)
-
-
-def _busbw(out: Outcome | None) -> float | None:
-    from fabricase.parsers.nccl_tests import parse_nccl_tests
-
-    if out is None or out.status != "ok":
-        return None
-    row = parse_nccl_tests(out.stdout.decode("utf-8", "replace")).largest()
-    return row.busbw if row is not None else None
-
-
-def _gpus(probe: _Probe) -> int:
-    if probe.opts.gpus_per_host:
-        return probe.opts.gpus_per_host
-    counts = {probe.facts[h].gpus for h in probe.hosts}
-    counts.discard(None)
-    return min(counts) if counts else 1
-
-
-def _stage_nccl(probe: _Probe) -> None:
-    from fabricase.probe.plan import Bisection
-
-    opts = probe.opts
-    if len(probe.hosts) < 2:
-        probe.notes["nccl"] = "nccl-tests across hosts needs at least 2 hosts"
-        return
-    if opts.expect_busbw is not None:
-        probe.expected["busbw_gbs"] = opts.expect_busbw
-        probe.expected["busbw_basis"] = f"90% of the given {opts.expect_busbw:g} GB/s"
-    test_argv = tuple(nccl_tests_argv("all_reduce_perf", min_bytes=opts.nccl_min_bytes, max_bytes=opts.nccl_max_bytes,
-                                      iters=opts.nccl_iters, warmup_iters=opts.nccl_warmup, gpus=_gpus(probe)))
-    bisection = Bisection(probe.hosts, expected_gbs=opts.expect_busbw, always=opts.bisect)
-    ids: dict[str, str] = {}  # SetRun id -> test id
-    while sets := bisection.next_round():
-        if probe.halted(60):
-            probe.skip([ProbeTest(f"{s.id}-unrun", "all_reduce_perf", "bisect", probe.round + 1, s.hosts)
-                        for s in sets])
-            return
-        probe.round += 1
-        tests = []
-        for s in sets:
-            test_id = probe.next_id("all_reduce_perf")
-            ids[s.id] = test_id
-            role = bisection.role(s.id)
-            stage = ("collective" if s.parent is None else "bisect") if role == "collective" else f"bisect-{role}"
-            tests.append(ProbeTest(test_id, "all_reduce_perf", stage, probe.round, s.hosts,
-                                   parent=ids.get(s.parent) if s.parent else None, argv=test_argv))
-        outcomes = probe.run_collectives(tests, env={"NCCL_DEBUG": "INFO"})
-        for s, t in zip(sets, tests, strict=True):
-            bisection.record(s.id, _busbw(outcomes.get(t.id)))
-        if probe.stopped:
-            break
-    outcome = bisection.outcome()
-    probe.notes["bisection"] = {"conclusion": outcome.conclusion, "suspects": list(outcome.suspects),
-                                   "note": outcome.note}
-
-
-_DCGM = 'command -v dcgmi >/dev/null 2>&1 || { echo "dcgmi: not installed" >&2; exit 0; }; exec dcgmi diag -r "$1"'
-
-
-def _stage_gpu(probe: _Probe) -> None:
-    if probe.halted(60):
-        return
-    probe.round += 1
-    level = str(probe.opts.dcgm_level)
-    tests = [ProbeTest(probe.next_id("dcgmi"), "dcgmi", "gpu", probe.round, (h,),
-                       argv=("sh", "-c", _DCGM, "fabricase", level)) for h in probe.hosts]
-    probe.run_each(tests)
-
-
-_STAGES: dict[str, Callable[[_Probe], None]] = {
-    "rdma": _stage_rdma, "tcp": _stage_tcp, "nccl": _stage_nccl, "gpu": _stage_gpu,
-}
-
-
 def run_probe(capture: Capture, exec_: Exec, opts: ProbeOptions, *,
               on_result: Callable[[ProbeResult], None] | None = None,
               stop: threading.Event | None = None) -> ProbeDoc:
     """Run the stages over the capture's reachable hosts, store every output in the capture directory and write
     probe.json; returns what was written. Ctrl-C ends the probe early with what finished kept."""
-    unknown = [s for s in opts.stages if s not in _STAGES]
+    from fabricase.probe.stages import STAGES
+
+    unknown = [s for s in opts.stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown probe stage {unknown[0]!r}; valid: {', '.join(STAGE_NAMES)}")
-    probe = _Probe(capture, exec_, opts, on_result=on_result, stop=stop)
+    probe = Probe(capture, exec_, opts, on_result=on_result, stop=stop)
     try:
         for name in STAGE_NAMES:
             if name in opts.stages and not probe.stopped:
-                _STAGES[name](probe)
+                STAGES[name](probe)
     except KeyboardInterrupt:
         probe.abort()
     finally:
