@@ -143,3 +143,35 @@ def test_leftovers_are_swept_and_reported(tmp_path):
     doc = run_probe(capture, NoClient(), _opts(budget_s=60))
     assert any(r.leftovers for r in doc.results), [r.to_dict() for r in doc.results]
     assert any("sleep 120" in line for r in doc.results for line in r.leftovers), [r.leftovers for r in doc.results]
+
+
+def test_gpu_stage_runs_dcgmi_diag_on_every_host_and_names_the_gpu(tmp_path):
+    """`--test gpu`: dcgmi diag on every host at once. Here a dcgmi on PATH prints a real `dcgmi diag -r 3`
+    excerpt (ml-engineering: GPU 3 with uncorrectable memory errors); the analysis names that GPU."""
+    from fabricase.analysis.probe import probe_findings
+
+    real = Path(__file__).parents[1] / "fixtures/real/ml-engineering-excerpts/dcgmi-diag-r3_xid64_excerpt.txt"
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "dcgmi").write_text(f'#!/bin/sh\n[ "$1 $2" = "diag -r" ] || exit 2\ncat "{real.resolve()}"\n')
+    (tools / "dcgmi").chmod(0o755)
+    capture = _capture(tmp_path / "cap", ["n1", "n2"])
+    doc = run_probe(capture, LoopbackExec(tools_path=str(tools)), _opts(stages=("gpu",), dcgm_level=2))
+    assert [(r.test.kind, r.test.hosts, r.status) for r in doc.results] == [("dcgmi", ("n1",), "ok"),
+                                                                              ("dcgmi", ("n2",), "ok")]
+    assert doc.results[0].test.argv[-1] == "2"
+    findings = probe_findings(load_capture(capture.root), doc)
+    assert sorted((f.kind, f.host, f.component, str(f.severity)) for f in findings) == [
+        ("dcgm-health", "n1", "gpu:3", "major"), ("dcgm-health", "n2", "gpu:3", "major")]
+    assert "uncorrectable memory errors" in findings[0].summary
+
+
+def test_gpu_stage_without_dcgm_is_no_finding(tmp_path):
+    capture = _capture(tmp_path / "cap", ["n1"])
+    doc = run_probe(capture, LoopbackExec(tools_path=str(tmp_path)), _opts(stages=("gpu",)))
+    from fabricase.analysis.probe import probe_findings
+
+    if shutil.which("dcgmi"):
+        pytest.skip("DCGM is installed here")
+    assert [r.status for r in doc.results] == ["ok"]
+    assert probe_findings(load_capture(capture.root), doc) == []

@@ -476,10 +476,38 @@ def analyze_measures(measures: list[ProbeMeasure], logs: list[NcclLog], doc: Pro
     return ProbeAnalysis(measures, slow, baseline, sets, suspects, paths, below, collective, findings)
 
 
+_DCGM_SEVERITY = {"fail": Severity.MAJOR, "error": Severity.MAJOR, "warn": Severity.MINOR, "warning": Severity.MINOR}
+
+
+def _dcgm_findings(capture: Capture, doc: ProbeDoc) -> list[Finding]:
+    """`dcgmi diag` (--test gpu): a test that failed, errored or warned, per GPU it names (else the host)."""
+    from fabricase.parsers.dcgm import parse_dcgmi_diag
+
+    out = []
+    for result in doc.results:
+        if result.test.kind != "dcgmi" or result.status != "ok":
+            continue
+        source = item_source(result.test.id)
+        text, _why = _item_text(capture, result.test.reporter, source)
+        for r in parse_dcgmi_diag(text):
+            severity = _DCGM_SEVERITY.get(r.result.strip().lower())
+            if severity is None:
+                continue
+            for comp in [f"gpu:{g}" for g in r.gpus] or ["host"]:
+                summary = _one_line(f"{comp}: dcgmi diag {r.test}: {r.result}" + (f": {r.detail}" if r.detail else ""),
+                                    300)
+                evidence = [Evidence("dcgm.diag", r.result, "state", baseline="Pass", source=source, snapshot=0)]
+                out.append(Finding("dcgm-health", severity, result.test.reporter, comp, summary, evidence, 0.85))
+    return out
+
+
 def probe_analysis(capture: Capture, doc: ProbeDoc) -> ProbeAnalysis:
     """Measures, slow pairs, the bisection, the suspects and the findings of one probe."""
     measures, logs = _measures_and_logs(capture, doc)
-    return analyze_measures(measures, logs, doc)
+    analysis = analyze_measures(measures, logs, doc)
+    if dcgm := _dcgm_findings(capture, doc):
+        analysis.findings = sorted([*analysis.findings, *dcgm], key=lambda f: (f.sort_key, f.summary))
+    return analysis
 
 
 def probe_findings(capture: Capture, doc: ProbeDoc) -> list[Finding]:

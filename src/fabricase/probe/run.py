@@ -210,6 +210,7 @@ class Probe:
             if not p.stored:
                 p.stored = True
                 self._store(p, leftovers)
+        self.live = [r for r in self.live if not r.done()]  # a fleet's worth of finished tests is not kept
 
     def _sweep(self, hosts: set[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}

@@ -12,6 +12,7 @@ from fabricase.perf.runners import ib_write_bw_command, iperf3_command, nccl_tes
 from fabricase.probe.exec import Outcome
 from fabricase.probe.facts import HostFacts, common_rails
 from fabricase.probe.model import ProbeTest
+from fabricase.probe.plan import Bisection, pair_rounds
 
 if TYPE_CHECKING:
     from fabricase.probe.run import Probe
@@ -45,9 +46,20 @@ def _port_rate(probe: Probe, rail: int) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _stage_rdma(probe: Probe) -> None:
-    from fabricase.probe.plan import pair_rounds
+def _run_pair_rounds(probe: Probe, rounds: list[list[tuple[str, str]]],
+                     test: Callable[[int, str, str], ProbeTest]) -> bool:
+    """Run planned pair rounds in order (`test(n, server, client)` builds the n-th test of a round); False when
+    the probe stopped before all of them ran (the rest is counted as not started)."""
+    for n_round, pairs in enumerate(rounds):
+        if probe.halted(probe.opts.duration_s + 5):
+            probe.not_started(sum(len(r) for r in rounds[n_round:]))
+            return False
+        probe.round += 1
+        probe.run_pairs([test(n, server, client) for n, (server, client) in enumerate(pairs)])
+    return True
 
+
+def _stage_rdma(probe: Probe) -> None:
     rails = _rails(probe)
     if not rails:
         probe.notes["rdma"] = "no RDMA rail on every host (capture) and none given (--rdma-device)"
@@ -60,47 +72,34 @@ def _stage_rdma(probe: Probe) -> None:
             if rate is not None:
                 probe.expected.setdefault("pair_gbps", rate)
                 probe.expected.setdefault("pair_basis", basis)
-            for n_round, pairs in enumerate(rounds):
-                if probe.halted(opts.duration_s + 5):
-                    probe.not_started(sum(len(r) for r in rounds[n_round:]))
-                    return
-                probe.round += 1
-                tests = []
-                for n, (server, client) in enumerate(pairs):
-                    (sdev, sport, sgid), (cdev, cport, cgid) = devices[server], devices[client]
-                    tcp = opts.rdma_port + n
-                    common = dict(size=opts.message_bytes, duration=opts.duration_s, binary=tool, qps=opts.qps,
-                                  tcp_port=tcp)
-                    server_argv = ib_write_bw_command(sdev, sport, None, gid_index=sgid, **common)
-                    client_argv = ib_write_bw_command(cdev, cport, probe.exec.address(server), gid_index=cgid,
-                                                      **common)
-                    tests.append(ProbeTest(probe.next_id(tool), tool, "pairs", probe.round, (server, client),
-                                           rail=rail, devices=(sdev, cdev), argv=tuple(client_argv),
-                                           server_argv=tuple(server_argv)))
-                probe.run_pairs(tests)
+
+            def test(n: int, server: str, client: str, tool=tool, rail=rail, devices=devices) -> ProbeTest:
+                (sdev, sport, sgid), (cdev, cport, cgid) = devices[server], devices[client]
+                common = dict(size=opts.message_bytes, duration=opts.duration_s, binary=tool, qps=opts.qps,
+                              tcp_port=opts.rdma_port + n)
+                server_argv = ib_write_bw_command(sdev, sport, None, gid_index=sgid, **common)
+                client_argv = ib_write_bw_command(cdev, cport, probe.exec.address(server), gid_index=cgid, **common)
+                return ProbeTest(probe.next_id(tool), tool, "pairs", probe.round, (server, client), rail=rail,
+                                 devices=(sdev, cdev), argv=tuple(client_argv), server_argv=tuple(server_argv))
+
+            if not _run_pair_rounds(probe, rounds, test):
+                return
 
 
 def _stage_tcp(probe: Probe) -> None:
-    from fabricase.probe.plan import pair_rounds
-
     opts = probe.opts
     if opts.expect_tcp_gbps is not None:
         probe.expected["tcp_gbps"] = opts.expect_tcp_gbps
         probe.expected["tcp_basis"] = f"90% of the given {opts.expect_tcp_gbps:g} Gb/s"
     rounds = pair_rounds(probe.hosts, switch_of=opts.switch_of or None, per_switch=opts.per_switch)
-    for n_round, pairs in enumerate(rounds):
-        if probe.halted(opts.duration_s + 5):
-            probe.not_started(sum(len(r) for r in rounds[n_round:]))
-            return
-        probe.round += 1
-        tests = []
-        for n, (server, client) in enumerate(pairs):
-            port = opts.iperf_port + n
-            tests.append(ProbeTest(probe.next_id("iperf3"), "iperf3", "tcp", probe.round, (server, client),
-                                   argv=tuple(iperf3_command(probe.exec.address(server), duration=opts.duration_s,
-                                                             port=port)),
-                                   server_argv=tuple(iperf3_command(None, port=port))))  # fmt: skip
-        probe.run_pairs(tests)
+
+    def test(n: int, server: str, client: str) -> ProbeTest:
+        port = opts.iperf_port + n
+        return ProbeTest(probe.next_id("iperf3"), "iperf3", "tcp", probe.round, (server, client),
+                         argv=tuple(iperf3_command(probe.exec.address(server), duration=opts.duration_s, port=port)),
+                         server_argv=tuple(iperf3_command(None, port=port)))
+
+    _run_pair_rounds(probe, rounds, test)
 
 
 def _busbw(out: Outcome | None) -> float | None:
@@ -121,8 +120,6 @@ def _gpus(probe: Probe) -> int:
 
 
 def _stage_nccl(probe: Probe) -> None:
-    from fabricase.probe.plan import Bisection
-
     opts = probe.opts
     if len(probe.hosts) < 2:
         probe.notes["nccl"] = "nccl-tests across hosts needs at least 2 hosts"
