@@ -175,3 +175,29 @@ def test_gpu_stage_without_dcgm_is_no_finding(tmp_path):
         pytest.skip("DCGM is installed here")
     assert [r.status for r in doc.results] == ["ok"]
     assert probe_findings(load_capture(capture.root), doc) == []
+
+
+def test_the_busbw_baseline_comes_from_the_captured_gpus(tmp_path):
+    """8 H100 SXM per host in nvidia-smi -q -x: the bisection holds runs against the 8xH100 floor."""
+    from fabricase.probe.stages import _busbw_baseline
+
+    xml = ("<nvidia_smi_log><attached_gpus>8</attached_gpus>"
+           + "<gpu><product_name>NVIDIA H100 80GB HBM3</product_name></gpu>" * 8 + "</nvidia_smi_log>")
+    root = tmp_path / "cap"
+    _capture(root, ["n1", "n2"])
+    from fabricase.probe.store import NewItem, append_items
+
+    for host in ("n1", "n2"):
+        append_items(root, host, [NewItem("cmd:nvidia-smi-xml", xml.encode(), 0, "nvidia-smi -q -x")])
+    from fabricase.probe.run import Probe
+
+    probe = Probe(load_capture(root), LoopbackExec(), _opts(), on_result=None, stop=None)
+    expected, basis = _busbw_baseline(probe)
+    assert expected == 360.0 and "H100" in basis
+    pcie = xml.replace("HBM3", "PCIe")
+    for host in ("n1", "n2"):
+        append_items(root, host, [NewItem("cmd:nvidia-smi-xml", pcie.encode(), 0, "nvidia-smi -q -x")])
+    assert _busbw_baseline(Probe(load_capture(root), LoopbackExec(), _opts(), on_result=None, stop=None)) == (
+        None, None)
+    given = Probe(load_capture(root), LoopbackExec(), _opts(expect_busbw=45.0), on_result=None, stop=None)
+    assert _busbw_baseline(given) == (45.0, "90% of the given 45 GB/s")

@@ -9,7 +9,7 @@ import click
 
 from fabricase.cli.app import EXIT_PARTIAL, capture_from_targets, cli, paths, target_options
 from fabricase.cli.output import emit_json, err_console, hosts_json, inert, inert_lines, out_console, print_hosts
-from fabricase.cli.probe_cmd import probe_options, run_probe_on, split_probe_values
+from fabricase.cli.probe_cmd import print_probe, probe_options, run_probe_on, split_probe_values
 from fabricase.cli.provider_cmds import ProviderChoice
 from fabricase.cli.screen import diagnosis_json, print_diagnosis
 from fabricase.errors import ParseError, VerifyError
@@ -130,6 +130,7 @@ def analyze(source, inventory, show_findings, as_json):
     else:
         print_hosts(capture)
         out_console.print(topology.describe(), soft_wrap=True)
+        print_probe(capture)
         print_diagnosis(analysis.diagnosis, analysis.findings, show_findings=show_findings)
     if topology.warning:
         err_console.print(f"warning: {topology.warning}", style="yellow", soft_wrap=True)

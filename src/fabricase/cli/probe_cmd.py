@@ -14,9 +14,18 @@ from fabricase.cli.options import Duration, bounded
 from fabricase.cli.output import echo_line, emit_json, hosts_json, inert, out_console, print_hosts
 from fabricase.errors import TargetError
 
-__all__ = ["exec_for", "probe_options", "probe_options_from", "run_probe_on"]
+__all__ = ["exec_for", "print_probe", "probe_options", "probe_options_from", "run_probe_on", "split_probe_values"]
 
 PRE_CAPTURE = ("identity", "rdma", "netdev")  # what the probe reads first: rails, port rates, GID tables
+GPU_CAPTURE = ("nvidia",)  # and for nccl-tests or dcgmi: the GPUs' count and model (the busbw baseline)
+
+
+def print_probe(capture) -> None:
+    """The probe's lines (verdict, counts, bisection table) when the capture holds one; each line inert."""
+    from fabricase.analysis.probe_text import probe_text
+
+    for line in probe_text(capture, width=80):
+        echo_line(line)
 
 
 def probe_options(f):
@@ -165,12 +174,12 @@ def run_probe_on(capture, target: dict[str, Any], values: dict[str, Any], *, qui
 def probe(out_dir, as_json, **values):
     """Run active tests across the hosts and name the slow host, NIC or path that the counters miss.
 
-    First a short capture (identity, RDMA ports, netdevs: rails, port rates, GID tables), then, round by round:
+    First a short capture (identity, RDMA ports, netdevs, GPUs: rails, port rates, GID tables, the busbw
+    baseline of 8 GPUs a host), then, round by round:
     ib_write_bw between host pairs (each host with two partners, both directions, NIC i to NIC i), nccl-tests
     across the hosts and, when it falls short, a bisection down to the slow host. Every output is stored in the
     capture with the plan (probe.json), so `analyze`, `report` and `open --replay` read it again. Loads the
     hosts' NICs and GPUs: run it on your own nodes (inside your Slurm job with --job)."""
-    from fabricase.analysis.probe_text import probe_text
     from fabricase.cli.capture_cmds import _diagnose, _placements
     from fabricase.cli.screen import diagnosis_json, print_diagnosis
 
@@ -178,7 +187,8 @@ def probe(out_dir, as_json, **values):
     if target["replay"]:
         raise click.UsageError("probe runs tests on live hosts; analyze a stored probe with `fabricase analyze DIR`")
     if not target["collectors"]:
-        target["collectors"] = PRE_CAPTURE
+        gpu = {"nccl", "gpu"} & set(probe_values.get("tests") or ("rdma", "nccl"))
+        target["collectors"] = PRE_CAPTURE + (GPU_CAPTURE if gpu else ())
     capture = capture_from_targets(target, out_dir, quiet=as_json)
     doc, capture = run_probe_on(capture, target, probe_values, quiet=as_json)
     placements, _ = _placements(capture, str(capture.root), None)
@@ -188,8 +198,7 @@ def probe(out_dir, as_json, **values):
                    "findings": [f.to_dict() for f in analysis.findings], **diagnosis_json(analysis.diagnosis)})
     else:
         print_hosts(capture)
-        for line in probe_text(capture, width=80):
-            echo_line(line)
+        print_probe(capture)
         print_diagnosis(analysis.diagnosis, analysis.findings, show_findings=False)
         out_console.print(f"Capture     {capture.root}", soft_wrap=True)
     if (doc.stopped_reason or "").startswith("interrupted"):

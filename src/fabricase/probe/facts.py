@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from fabricase.models import HostCapture
 
-__all__ = ["HostFacts", "Rail", "common_rails", "gpu_count", "host_facts", "roce_gid_index"]
+__all__ = ["HostFacts", "Rail", "common_rails", "gpu_count", "gpu_model", "host_facts", "roce_gid_index"]
 
 _IPV4_MAPPED = re.compile(r"^0000:0000:0000:0000:0000:ffff:[0-9a-f]{4}:[0-9a-f]{4}$")
 _ATTACHED = re.compile(r"<attached_gpus>\s*(\d{1,3})\s*</attached_gpus>")
+_PRODUCT = re.compile(r"<product_name>\s*([^<]{1,120}?)\s*</product_name>")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class HostFacts:
     host: str
     rails: tuple[Rail, ...] = ()  # active ports first by device name: rail i is the i-th
     gpus: int | None = None
+    gpu_model: str | None = None  # nvidia-smi's product name when every GPU has the same one
 
 
 def roce_gid_index(gids: dict[int, str]) -> int | None:
@@ -59,6 +61,13 @@ def gpu_count(hc: HostCapture) -> int | None:
     return int(found.group(1)) or None if found else None
 
 
+def gpu_model(hc: HostCapture) -> str | None:
+    """The GPUs' product name (`NVIDIA H100 80GB HBM3`) when they all have one and the same."""
+    text = hc.text("cmd:nvidia-smi-xml")
+    names = set(_PRODUCT.findall(text[:4 << 20])) if text else set()
+    return names.pop() if len(names) == 1 else None
+
+
 def host_facts(hc: HostCapture) -> HostFacts:
     """The host's rails: one per RDMA device (its first ACTIVE port, else its first port), by device name."""
     from fabricase.analysis.rdma import load_ports
@@ -73,7 +82,7 @@ def host_facts(hc: HostCapture) -> HostFacts:
         pick = next((p for p in mine if (p.state or "").upper() == "ACTIVE"), mine[0])
         gid = roce_gid_index(_gids(hc, device, pick.port)) if (pick.link_layer or "").lower() == "ethernet" else None
         rails.append(Rail(device, pick.port, pick.rate_gbps, pick.link_layer, gid, pick.state))
-    return HostFacts(hc.host, tuple(rails), gpu_count(hc))
+    return HostFacts(hc.host, tuple(rails), gpu_count(hc), gpu_model(hc))
 
 
 def common_rails(facts: Iterable[HostFacts]) -> int:

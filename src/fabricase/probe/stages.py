@@ -5,6 +5,7 @@ See fabricase.probe.run for the order and the guard rails.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -119,17 +120,35 @@ def _gpus(probe: Probe) -> int:
     return min(counts) if counts else 1
 
 
+def _busbw_baseline(probe: Probe) -> tuple[float | None, str | None]:
+    """The busbw a run is held against: --expect-busbw, else the all_reduce floor of 8 SXM GPUs per host of one
+    model (analysis.perf.ALLREDUCE_BUSBW_GBS, docs/perf-and-nccl.md) when the capture shows them, else none."""
+    from fabricase.analysis.perf import ALLREDUCE_BUSBW_GBS
+
+    given = probe.opts.expect_busbw
+    if given is not None:
+        return given, f"90% of the given {given:g} GB/s"
+    facts = [probe.facts[h] for h in probe.hosts]
+    models = {f.gpu_model for f in facts}
+    if _gpus(probe) != 8 or len(models) != 1 or (model := models.pop()) is None or "PCIE" in model.upper():
+        return None, None
+    for name, (floor, why) in ALLREDUCE_BUSBW_GBS.items():
+        if re.search(rf"(?<![A-Za-z0-9]){name}(?![0-9])", model):
+            return floor, f"90% of the {floor:g} GB/s floor of {model} x8 ({why})"
+    return None, None
+
+
 def _stage_nccl(probe: Probe) -> None:
     opts = probe.opts
     if len(probe.hosts) < 2:
         probe.notes["nccl"] = "nccl-tests across hosts needs at least 2 hosts"
         return
-    if opts.expect_busbw is not None:
-        probe.expected["busbw_gbs"] = opts.expect_busbw
-        probe.expected["busbw_basis"] = f"90% of the given {opts.expect_busbw:g} GB/s"
+    expected, basis = _busbw_baseline(probe)
+    if expected is not None:
+        probe.expected["busbw_gbs"], probe.expected["busbw_basis"] = expected, basis
     test_argv = tuple(nccl_tests_argv("all_reduce_perf", min_bytes=opts.nccl_min_bytes, max_bytes=opts.nccl_max_bytes,
                                       iters=opts.nccl_iters, warmup_iters=opts.nccl_warmup, gpus=_gpus(probe)))
-    bisection = Bisection(probe.hosts, expected_gbs=opts.expect_busbw, always=opts.bisect)
+    bisection = Bisection(probe.hosts, expected_gbs=expected, always=opts.bisect)
     ids: dict[str, str] = {}  # SetRun id -> test id
     while sets := bisection.next_round():
         if probe.halted(60):
