@@ -28,6 +28,15 @@ def print_probe(capture) -> None:
         echo_line(line)
 
 
+def _sizes(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from fabricase.parsers.nccl_tests import parse_size
+
+    low, sep, high = str(value).partition(":")
+    if not sep or parse_size(low) is None or parse_size(high) is None or parse_size(low) > parse_size(high):
+        raise click.BadParameter(f"{inert(value)!r} is not MIN:MAX with MIN <= MAX, e.g. 1M:8G")
+    return value
+
+
 def probe_options(f):
     """The probe's options (on `probe`, and on `open` for --probe)."""
     from fabricase.probe.run import RDMA_TOOLS, STAGE_NAMES
@@ -50,7 +59,7 @@ def probe_options(f):
                      default=None),
         click.option("--duration", **bounded("--duration", "Seconds each bandwidth test runs."), default=5,
                      show_default=True),
-        click.option("--nccl-sizes", default="1M:8G", show_default=True, metavar="MIN:MAX",
+        click.option("--nccl-sizes", default="1M:8G", show_default=True, metavar="MIN:MAX", callback=_sizes,
                      help="nccl-tests message sizes (-b MIN -e MAX)."),
         click.option("--nccl-iters", **bounded("--nccl-iters", "nccl-tests iterations per size (-n)."), default=20,
                      show_default=True),
@@ -68,7 +77,8 @@ def probe_options(f):
         click.option("--dcgm-level", type=click.Choice(["1", "2"]), default="1", show_default=True,
                      help="dcgmi diag -r level for --test gpu."),
         click.option("--budget", type=Duration(1, 86400), default="10m", show_default=True,
-                     help="Time for the whole probe (90s, 10m, 2h); tests not started by then are skipped."),
+                     help="Time for the whole probe (90s, 10m, 2h); tests not started by then are skipped. "
+                          f"[{Duration(1, 86400).describe()}]"),
         click.option("--test-timeout", **bounded("--test-timeout", "Limit of one test."), default=120.0,
                      show_default=True),
         click.option("--per-switch", **bounded("--per-switch", "At most this many tests at once under one switch "
@@ -83,13 +93,9 @@ def probe_options(f):
 
 def probe_options_from(values: dict[str, Any], switch_of: dict[str, str] | None = None):
     """ProbeOptions from the click values probe_options added."""
-    from fabricase.parsers.nccl_tests import parse_size
     from fabricase.probe.run import ProbeOptions
 
-    low, sep, high = str(values["nccl_sizes"]).partition(":")
-    if not sep or parse_size(low) is None or parse_size(high) is None:
-        raise click.BadParameter(f"{inert(values['nccl_sizes'])!r} is not MIN:MAX, e.g. 1M:8G",
-                                 param_hint="--nccl-sizes")
+    low, _, high = str(values["nccl_sizes"]).partition(":")  # checked by _sizes when parsed
     return ProbeOptions(
         stages=tuple(values["tests"]) or ("rdma", "nccl"), rdma_tools=tuple(values["rdma_tools"]) or ("ib_write_bw",),
         devices=tuple(values["devices"]), ib_port=values["ib_port"], gid_index=values["gid_index"],
