@@ -154,28 +154,43 @@ def wait_for_interval_sleep(ns: str, interval_s: float, timeout: float = 15) -> 
     return False
 
 
-def cleanup() -> None:
-    """Remove the lab and anything a crashed earlier run left: processes in fc-h* namespaces, the
-    namespaces (their veths and nft tables go with them), the bridge."""
+def remove_lab(ns_prefix: str, links: list[str], bridge: str) -> None:
+    """Remove a namespace lab and whatever a crashed earlier run left: processes in its namespaces, the
+    namespaces (their veths and nft tables go with them), stray bridge ports, the bridge. Shared with the probe
+    lab (tests/probe/conftest.py)."""
     names = [ln.split()[0] for ln in sh("ip", "netns", "list", check=False).stdout.splitlines() if ln.strip()]
-    for ns in (n for n in names if n.startswith("fc-h")):
+    for ns in (n for n in names if n.startswith(ns_prefix)):
         for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), 9)
         sh("ip", "netns", "del", ns, check=False)
-    for i in range(1, N_HOSTS + 1):
-        sh("ip", "link", "del", f"fcv{i}", check=False)
-    sh("ip", "link", "del", BRIDGE, check=False)
+    for link in links:
+        sh("ip", "link", "del", link, check=False)
+    sh("ip", "link", "del", bridge, check=False)
 
 
-def _keygen(path: Path) -> str:
-    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fabricase-lab", "-f", str(path))
-    return " ".join(path.with_suffix(".pub").read_text().split()[:2])
+def cleanup() -> None:
+    remove_lab("fc-h", [f"fcv{i}" for i in range(1, N_HOSTS + 1)], BRIDGE)
 
 
-def _sshd_config(tmp: Path, host: LabHost, authorized: Path) -> Path:
+def make_network(bridge: str, host_ip: str, hosts: list) -> None:
+    """A bridge with the host side's address, and per host a namespace joined to it by a veth pair."""
+    sh("ip", "link", "add", bridge, "type", "bridge")
+    sh("ip", "addr", "add", f"{host_ip}/24", "dev", bridge)
+    sh("ip", "link", "set", bridge, "up")
+    for h in hosts:
+        sh("ip", "netns", "add", h.ns)
+        sh("ip", "link", "add", h.peer, "type", "veth", "peer", "name", h.ifname, "netns", h.ns)
+        sh("ip", "link", "set", h.peer, "master", bridge, "up")
+        sh("ip", "-n", h.ns, "addr", "add", f"{h.ip}/24", "dev", h.ifname)
+        sh("ip", "-n", h.ns, "link", "set", h.ifname, "up")
+        sh("ip", "-n", h.ns, "link", "set", "lo", "up")
+
+
+def sshd_config_lines(tmp: Path, host, authorized: Path, *, max_startups: int = 50) -> list[str]:
+    """A namespace host's sshd: its address, its generated host key, key authentication only."""
     d = tmp / host.ns
-    lines = [
+    return [
         f"ListenAddress {host.ip}:22",
         f"HostKey {d / 'host_ed25519'}",
         f"PidFile {d / 'sshd.pid'}",
@@ -187,9 +202,19 @@ def _sshd_config(tmp: Path, host: LabHost, authorized: Path) -> Path:
         "KbdInteractiveAuthentication no",
         "UseDNS no",
         "PrintMotd no",
-        "MaxStartups 50",
+        f"MaxStartups {max_startups}",
         "LogLevel INFO",
     ]
+
+
+def _keygen(path: Path) -> str:
+    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fabricase-lab", "-f", str(path))
+    return " ".join(path.with_suffix(".pub").read_text().split()[:2])
+
+
+def _sshd_config(tmp: Path, host: LabHost, authorized: Path) -> Path:
+    d = tmp / host.ns
+    lines = sshd_config_lines(tmp, host, authorized)
     if host.index == 6:  # the capture hangs on port 22; port 2222 answers with garbage
         lines += [f"ListenAddress {host.ip}:2222", "Match LocalPort 22", "  ForceCommand sleep 600",
                   "Match LocalPort 2222", "  ForceCommand echo garbage"]
@@ -223,16 +248,7 @@ def _client_config(tmp: Path, hosts: list[LabHost], key: Path, wrong_key: Path, 
 def _start(tmp: Path, key: Path) -> Lab:
     hosts = [LabHost(i, f"lab-h{i}", f"fc-h{i}", f"{NET}.{10 + i}", f"fcnic{i}", f"fcv{i}")
              for i in range(1, N_HOSTS + 1)]
-    sh("ip", "link", "add", BRIDGE, "type", "bridge")
-    sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
-    sh("ip", "link", "set", BRIDGE, "up")
-    for h in hosts:
-        sh("ip", "netns", "add", h.ns)
-        sh("ip", "link", "add", h.peer, "type", "veth", "peer", "name", h.ifname, "netns", h.ns)
-        sh("ip", "link", "set", h.peer, "master", BRIDGE, "up")
-        sh("ip", "-n", h.ns, "addr", "add", f"{h.ip}/24", "dev", h.ifname)
-        sh("ip", "-n", h.ns, "link", "set", h.ifname, "up")
-        sh("ip", "-n", h.ns, "link", "set", "lo", "up")
+    make_network(BRIDGE, HOST_IP, hosts)
 
     # faults that stay for the whole session
     ns_sh("fc-h2", "tc", "qdisc", "add", "dev", "fcnic2", "root", "tbf", "rate", "10mbit", "burst", "32kbit",

@@ -48,7 +48,21 @@ from pathlib import Path
 
 import pytest
 
-from lab.conftest import LOCK, LOCK_WAIT_S, SSHD, LabHost, _keygen, _port_open, _wait, ns_sh, sh, unavailable
+from lab.conftest import (
+    LOCK,
+    LOCK_WAIT_S,
+    SSHD,
+    LabHost,
+    _keygen,
+    _port_open,
+    _wait,
+    make_network,
+    ns_sh,
+    remove_lab,
+    sh,
+    sshd_config_lines,
+    unavailable,
+)
 
 __all__ = ["BRIDGE", "N_HOSTS", "NET", "ProbeHost", "ProbeLab", "probe_lab", "tbf_args"]
 
@@ -169,39 +183,14 @@ class ProbeLab:
 
 
 def cleanup() -> None:
-    """Remove the lab and whatever a crashed earlier run left: processes in fc-p* namespaces, the namespaces
-    (their veths go with them), stray bridge ports, the bridge."""
-    names = [ln.split()[0] for ln in sh("ip", "netns", "list", check=False).stdout.splitlines() if ln.strip()]
-    for ns in (n for n in names if n.startswith("fc-p")):
-        for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid), 9)
-        sh("ip", "netns", "del", ns, check=False)
-    for i in range(1, N_HOSTS + 1):
-        sh("ip", "link", "del", f"fcpv{i}", check=False)
-    sh("ip", "link", "del", BRIDGE, check=False)
+    """Remove the lab and whatever a crashed earlier run left (fc-p* namespaces, fcpv* ports, the bridge)."""
+    remove_lab("fc-p", [f"fcpv{i}" for i in range(1, N_HOSTS + 1)], BRIDGE)
 
 
 def _sshd_config(tmp: Path, host: ProbeHost, authorized: Path) -> Path:
-    d = tmp / host.ns
-    lines = [
-        f"ListenAddress {host.ip}:22",
-        f"HostKey {d / 'host_ed25519'}",
-        f"PidFile {d / 'sshd.pid'}",
-        "UsePAM no",
-        "PermitRootLogin prohibit-password",
-        f"AuthorizedKeysFile {authorized}",
-        "StrictModes no",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "UseDNS no",
-        "PrintMotd no",
-        # a probe round opens a server and a client session on every host at once, plus its sweeps
-        "MaxStartups 100",
-        "MaxSessions 50",
-        "LogLevel INFO",
-    ]
-    path = d / "sshd_config"
+    # a probe round opens a server and a client session on every host at once, plus its sweeps
+    lines = [*sshd_config_lines(tmp, host, authorized, max_startups=100), "MaxSessions 50"]
+    path = tmp / host.ns / "sshd_config"
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -216,23 +205,10 @@ def _client_config(tmp: Path, hosts: list[ProbeHost], key: Path, known: Path) ->
     return path
 
 
-def _net(hosts: list[ProbeHost]) -> None:
-    sh("ip", "link", "add", BRIDGE, "type", "bridge")
-    sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
-    sh("ip", "link", "set", BRIDGE, "up")
-    for h in hosts:
-        sh("ip", "netns", "add", h.ns)
-        sh("ip", "link", "add", h.peer, "type", "veth", "peer", "name", h.ifname, "netns", h.ns)
-        sh("ip", "link", "set", h.peer, "master", BRIDGE, "up")
-        sh("ip", "-n", h.ns, "addr", "add", f"{h.ip}/24", "dev", h.ifname)
-        sh("ip", "-n", h.ns, "link", "set", h.ifname, "up")
-        sh("ip", "-n", h.ns, "link", "set", "lo", "up")
-
-
 def _start(tmp: Path) -> ProbeLab:
     hosts = [ProbeHost(i, f"probe-h{i}", f"fc-p{i}", f"{NET}.{10 + i}", f"fcpn{i}", f"fcpv{i}")
              for i in range(1, N_HOSTS + 1)]
-    _net(hosts)
+    make_network(BRIDGE, HOST_IP, hosts)
     key = tmp / "client_key"
     authorized = tmp / "authorized_keys"
     authorized.write_text(_keygen(key) + "\n")
