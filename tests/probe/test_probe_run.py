@@ -201,3 +201,16 @@ def test_the_busbw_baseline_comes_from_the_captured_gpus(tmp_path):
         None, None)
     given = Probe(load_capture(root), LoopbackExec(), _opts(expect_busbw=45.0), on_result=None, stop=None)
     assert _busbw_baseline(given) == (45.0, "90% of the given 45 GB/s")
+
+
+def test_a_stage_with_nothing_to_test_says_why(tmp_path):
+    """--test rdma on hosts without RDMA and no --rdma-device: nothing is tested, and the text says so."""
+    from fabricase.analysis.probe_text import probe_text
+
+    capture = _capture(tmp_path / "cap", ["n1", "n2"])
+    doc = run_probe(capture, LoopbackExec(), _opts(stages=("rdma",)))
+    assert doc.results == [] and "no RDMA rail" in doc.notes["rdma"]
+    lines = probe_text(load_capture(capture.root))
+    assert lines[0] == "nothing was tested"
+    assert "not run: rdma: no RDMA rail on every host (capture) and none given (--rdma-device)" in " ".join(
+        " ".join(lines).split())

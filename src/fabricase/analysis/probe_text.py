@@ -50,6 +50,7 @@ class ProbeSummary:
     interrupted: bool = False
     stopped_reason: str | None = None
     leftovers: list[str] = field(default_factory=list)
+    not_run: list[str] = field(default_factory=list)  # a stage that planned nothing, and why (ProbeDoc.notes)
 
 
 def _number(value) -> float | None:
@@ -91,6 +92,8 @@ def summary_of(analysis: ProbeAnalysis, doc: ProbeDoc) -> ProbeSummary:
     if analysis.collective_slow:
         s.verdicts.append(f"collective slow: {analysis.collective_slow}")
     s.leftovers = [f"{r.test.id}: {' '.join(p.split())[:160]}" for r in doc.results for p in r.leftovers]
+    s.not_run = [f"{stage}: {' '.join(str(doc.notes[stage]).split())[:200]}" for stage in ("rdma", "nccl")
+                 if isinstance(doc.notes.get(stage), str)]
     return s
 
 
@@ -112,11 +115,15 @@ def probe_lines(summary: ProbeSummary, width: int = 80) -> list[str]:
     """Plain-text lines, each at most `width` characters: the verdict, the counts, the bisection table."""
     width = max(width, 40)
     lines: list[str] = []
-    for verdict in summary.verdicts or ["no slow host, NIC or path: every judged test was within the rule"]:
+    nothing = "no slow host, NIC or path: every judged test was within the rule" if summary.tests else (
+        "nothing was tested")
+    for verdict in summary.verdicts or [nothing]:
         lines += _wrap(verdict, width)
     counts = (f"{summary.tests} tests: {summary.ok} ok, {summary.failed} failed or timed out, "
               f"{summary.slow} slow, {summary.not_judged} not judged")  # fmt: skip
     lines += _wrap(counts, width)
+    for note in summary.not_run:
+        lines += _wrap(f"not run: {note}", width)
     if summary.expected_pair_gbps is not None:
         lines += _wrap(f"expected pair rate {summary.expected_pair_gbps:g} Gb/s ({summary.pair_basis or 'given'})",
                        width)
