@@ -128,10 +128,10 @@ def exec_for(capture, target: dict[str, Any], tools_path: str | None):
     via = {h.transport for h in capture.hosts if h.transport} or {"local"}
     name = target.get("via") or (via.pop() if len(via) == 1 else "ssh")
     if name == "slurm":
-        from fabricase.probe.srun import SrunExec, probe_nodes
+        from fabricase.probe.srun import SrunExec, allocation_job, probe_nodes
         from fabricase.slurm import resolve_job
 
-        job_id = target.get("job") or (capture.targets or {}).get("job")
+        job_id = target.get("job") or (capture.targets or {}).get("job") or allocation_job()
         if not job_id:
             raise TargetError("a probe over Slurm runs inside your job: give --job ID", where="--via")
         job = resolve_job(str(job_id))
