@@ -28,7 +28,7 @@ from fabricase.probe.model import PAIR_KINDS, PROBE_NAME, ProbeDoc, ProbeTest, i
 
 __all__ = [
     "MAX_PROBE_BYTES", "BisectSet", "HostSuspect", "ProbeAnalysis", "ProbeMeasure", "analyze_measures", "load_probe",
-    "folded_hosts", "probe_analysis", "probe_findings", "probe_measures",
+    "probe_analysis", "probe_findings", "probe_measures",
 ]  # fmt: skip
 
 MAX_PROBE_BYTES = 16 * MIB  # probe.json is a plan and outcomes; a bigger one is not ours
@@ -405,38 +405,10 @@ def _failed_findings(measures: list[ProbeMeasure]) -> list[Finding]:
     return out
 
 
-def folded_hosts(hosts: tuple[str, ...]) -> str:
-    """gpu[001-004]: the hosts as one nodeset (listed as they are when NodeSet cannot fold them)."""
-    try:
-        from ClusterShell.NodeSet import NodeSet
-
-        return str(NodeSet.fromlist(list(hosts)))
-    except Exception:
-        return ",".join(hosts)
-
-
-def _wrong_findings(measures: list[ProbeMeasure]) -> list[Finding]:
-    """Collectives that returned wrong data (nccl-tests #wrong > 0): one finding per narrowest such set (no set
-    split from it was wrong too), on its hosts. Corrupt results are never a bandwidth question: major."""
-    wrong = {m.test.id: m for m in measures if m.test.kind not in PAIR_KINDS and (m.wrong or 0) > 0}
-    parents = {m.test.parent for m in wrong.values() if m.test.parent}
-    out = []
-    for m in sorted(wrong.values(), key=lambda m: m.test.id):
-        if m.test.id in parents:
-            continue
-        hosts = folded_hosts(m.test.hosts)
-        summary = (f"all_reduce_perf across {len(m.test.hosts)} hosts returned {m.wrong:g} wrong elements "
-                   f"(#wrong, test {m.test.id}): {hosts}")[:300]
-        evidence = [Evidence("perf.nccl_wrong", m.wrong, "elements", baseline=0, source=m.source, snapshot=0)]
-        host = m.test.hosts[0] if len(m.test.hosts) == 1 else None
-        out.append(Finding("nccl-wrong-results", Severity.MAJOR, host, f"collective:{hosts}"[:200],
-                           summary, evidence, confidence=0.9))
-    return out
-
-
 def analyze_measures(measures: list[ProbeMeasure], logs: list[NcclLog], doc: ProbeDoc) -> ProbeAnalysis:
     """The probe's judgement over parsed measures (probe_analysis without the capture)."""
     from fabricase.analysis.nccl import nccl_findings
+    from fabricase.analysis.probe_tools import wrong_findings
 
     groups, slow, baseline, below = _pair_flags(measures, doc)
     suspects, paths = _pair_suspects(groups, slow, baseline)
@@ -471,41 +443,18 @@ def analyze_measures(measures: list[ProbeMeasure], logs: list[NcclLog], doc: Pro
                              source=root.source, snapshot=0)]
         findings.append(Finding("probe-collective-slow", Severity.MINOR, None, "collective", collective, evidence,
                                 0.6))
-    findings += _failed_findings(measures) + _wrong_findings(measures) + (nccl_findings(logs) if logs else [])
+    findings += _failed_findings(measures) + wrong_findings(measures) + (nccl_findings(logs) if logs else [])
     findings.sort(key=lambda f: (f.sort_key, f.summary))
     return ProbeAnalysis(measures, slow, baseline, sets, suspects, paths, below, collective, findings)
 
 
-_DCGM_SEVERITY = {"fail": Severity.MAJOR, "error": Severity.MAJOR, "warn": Severity.MINOR, "warning": Severity.MINOR}
-
-
-def _dcgm_findings(capture: Capture, doc: ProbeDoc) -> list[Finding]:
-    """`dcgmi diag` (--test gpu): a test that failed, errored or warned, per GPU it names (else the host)."""
-    from fabricase.parsers.dcgm import parse_dcgmi_diag
-
-    out = []
-    for result in doc.results:
-        if result.test.kind != "dcgmi" or result.status != "ok":
-            continue
-        source = item_source(result.test.id)
-        text, _why = _item_text(capture, result.test.reporter, source)
-        for r in parse_dcgmi_diag(text):
-            severity = _DCGM_SEVERITY.get(r.result.strip().lower())
-            if severity is None:
-                continue
-            for comp in [f"gpu:{g}" for g in r.gpus] or ["host"]:
-                summary = _one_line(f"{comp}: dcgmi diag {r.test}: {r.result}" + (f": {r.detail}" if r.detail else ""),
-                                    300)
-                evidence = [Evidence("dcgm.diag", r.result, "state", baseline="Pass", source=source, snapshot=0)]
-                out.append(Finding("dcgm-health", severity, result.test.reporter, comp, summary, evidence, 0.85))
-    return out
-
-
 def probe_analysis(capture: Capture, doc: ProbeDoc) -> ProbeAnalysis:
     """Measures, slow pairs, the bisection, the suspects and the findings of one probe."""
+    from fabricase.analysis.probe_tools import dcgm_findings
+
     measures, logs = _measures_and_logs(capture, doc)
     analysis = analyze_measures(measures, logs, doc)
-    if dcgm := _dcgm_findings(capture, doc):
+    if dcgm := dcgm_findings(capture, doc):
         analysis.findings = sorted([*analysis.findings, *dcgm], key=lambda f: (f.sort_key, f.summary))
     return analysis
 

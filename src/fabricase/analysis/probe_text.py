@@ -8,7 +8,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-from fabricase.analysis.probe import ProbeAnalysis, folded_hosts, probe_analysis
+from fabricase.analysis.probe import ProbeAnalysis, probe_analysis
+from fabricase.analysis.probe_tools import folded_hosts
 from fabricase.models import Capture
 from fabricase.probe.model import PAIR_KINDS, ProbeDoc
 
