@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -15,7 +16,8 @@ from sqlalchemy import exc as sa_exc
 
 from fabricase.errors import TrackerError
 
-__all__ = ["BUSY_TIMEOUT_MS", "connect", "describe", "guard", "parse_url", "reason", "sqlite_file", "transaction"]
+__all__ = ["BUSY_TIMEOUT_MS", "connect", "describe", "guard", "in_values", "parse_url", "reason", "sqlite_file",
+           "transaction"]
 
 BUSY_TIMEOUT_MS = 15_000
 
@@ -119,3 +121,16 @@ def connect(url: sa.URL) -> sa.Engine:
     if url.get_backend_name() == "sqlite":
         _configure_sqlite(engine)
     return engine
+
+
+def in_values(column: sa.ColumnElement, values: list[str], dialect: str) -> sa.ColumnElement[bool]:
+    """`column IN (values)` with ONE bind parameter, whatever the number of values: `col IN (SELECT value FROM
+    json_each(:json))` on SQLite, `col = ANY(:array)` on PostgreSQL. A plain IN list binds one parameter a value,
+    and SQLite refuses more than 32,766 of them, PostgreSQL's protocol more than 65,535: a fleet of 100,000 hosts
+    could then never be checked for an open escalation."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import ARRAY
+
+        return column == sa.any_(sa.bindparam(None, list(values), type_=ARRAY(sa.String)))
+    each = sa.func.json_each(sa.bindparam(None, json.dumps(list(values)), type_=sa.String)).table_valued("value")
+    return column.in_(sa.select(each.c.value))

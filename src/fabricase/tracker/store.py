@@ -524,16 +524,19 @@ class Tracker:
         wanted = {"hosts": sorted(set(hosts)), "instances": sorted(set(instances) - {""}),
                   "components": sorted(set(components))}  # fmt: skip
         opened = [esc.c.state.not_in(_CLOSED)] + ([] if provider is None else [esc.c.provider == provider])
+        dialect = conn.dialect.name
         queries = [
             ("host", sa.select(esc.c.id, esc.c.seq, h.c.host).join(h, h.c.escalation_id == esc.c.id)
-             .where(h.c.host.in_(wanted["hosts"]))),
+             .where(db.in_values(h.c.host, wanted["hosts"], dialect))),
             ("instance", sa.select(esc.c.id, esc.c.seq, h.c.instance_id).join(h, h.c.escalation_id == esc.c.id)
-             .where(h.c.instance_id.in_(wanted["instances"]))),
+             .where(db.in_values(h.c.instance_id, wanted["instances"], dialect))),
             ("", sa.select(esc.c.id, esc.c.seq, c.c.component).join(c, c.c.escalation_id == esc.c.id)
-             .where(c.c.host.is_(None), c.c.component.in_(wanted["components"]))),
+             .where(c.c.host.is_(None), db.in_values(c.c.component, wanted["components"], dialect))),
         ]  # fmt: skip
         found: dict[str, tuple[int, list[str]]] = {}
         for label, query in queries:
+            if not wanted[{"host": "hosts", "instance": "instances", "": "components"}[label]]:
+                continue
             for esc_id, seq, what in conn.execute(query.where(*opened)):
                 found.setdefault(esc_id, (seq, []))[1].append(f"{label} {what}".strip())
         ordered = sorted(found.items(), key=lambda item: item[1][0])
