@@ -33,6 +33,7 @@ from fabricase.errors import TransportError
 from fabricase.models import HostStatus
 from fabricase.transports.base import HostRun, Transport
 from fabricase.transports.fanout import run_fanout
+from fabricase.transports.fds import check_fanout
 
 __all__ = [
     "MAX_OUTPUT_BYTES",
@@ -212,6 +213,7 @@ class SshTransport(Transport):
                  deadline_s: float | None = None, remote: Sequence[str] = ("sh", "-s")) -> None:
         if fanout < 1:
             raise TransportError(f"fanout must be 1 or more (got {fanout})", where="--fanout")
+        check_fanout(fanout)
         if connect_timeout_s <= 0:
             raise TransportError("connect timeout must be more than 0 seconds", where="ssh")
         self.fanout = fanout
