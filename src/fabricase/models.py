@@ -180,9 +180,12 @@ class HostCapture:
         return data
 
     def release(self) -> None:
-        """Drop memoized reads and parses: a fleet's captures must not all stay in memory at once."""
+        """Drop memoized reads, parses and the lookup index (rebuilt on the next lookup): a fleet's captures must
+        not all stay in memory at once, and the index of a GPU host is as large as its items."""
         self._blobs.clear()
         self.cache.clear()
+        self._index = {}
+        self._indexed = -1
 
     def text(self, source: str, snapshot: int = 0) -> str | None:
         """The item's content as text (undecodable bytes replaced), or None when it was not captured."""

@@ -31,3 +31,15 @@ def test_stubs_and_overlay(tmp_path):
     assert got[("cmd:tool", 1, "command")].content.endswith(b"rx_crc_errors_phy: 67\n")
     missing = got[("cmd:missing", 0, "command")]
     assert missing.rc == 1 and b"no recorded output" in got[("cmd:missing", 0, "stderr")].content
+
+
+def test_release_drops_the_lookup_index_and_lookups_still_work():
+    """Issue 18: release() frees the host's index too (as large as its items on a GPU host)."""
+    from fabricase.models import CaptureItem, HostCapture, HostStatus
+
+    items = [CaptureItem(f"/sys/x/{i}", 0, "file", "t", f"s0/fs/sys/x/{i}", 1, "0" * 64) for i in range(100)]
+    hc = HostCapture("h", HostStatus.OK, "fake", items=items)
+    assert hc.item("/sys/x/7") is items[7] and len(hc._index) == 100
+    hc.release()
+    assert hc._index == {} and hc._blobs == {} and hc.cache == {}
+    assert hc.item("/sys/x/42") is items[42]
