@@ -211,3 +211,20 @@ def test_slurm_env_drops_the_enclosing_jobs_variables():
     env = slurm_env({"PATH": "/bin", "SLURM_CONF": "/etc/slurm/x.conf", "SLURM_JOB_ID": "7", "SLURM_NTASKS": "64",
                      "SRUN_CPUS_PER_TASK": "8", "HOME": "/root"})
     assert env == {"PATH": "/bin", "SLURM_CONF": "/etc/slurm/x.conf", "HOME": "/root"}
+
+
+def test_harvest_reports_10000_nodes_in_order_in_one_pass(tmp_path):
+    """Issue 18: the nodes that reported are found in one pass over the listing and dropped in O(1) each (the
+    list of pending nodes used to be scanned and shrunk once per report: O(n^2) at 10,000 nodes)."""
+    nodes = [f"gpu{i:05d}" for i in range(10_000)]
+    for i, node in enumerate(nodes):
+        if i % 3 != 1:  # two thirds have reported; the others are still running
+            (tmp_path / f"{node}.rc").write_text("0\n")
+            (tmp_path / f"{node}.out").write_bytes(b"stream")
+    job = SlurmJob("7", "train", "RUNNING", "gpu", nodes, "gpu[00000-09999]", "me", srun_job_id="7")
+    seen = []
+    pending = dict.fromkeys(nodes)
+    SlurmTransport(job)._harvest(pending, tmp_path, "2026-12-01T00:00:00Z", seen.append)
+    assert [r.host for r in seen] == [n for i, n in enumerate(nodes) if i % 3 != 1]
+    assert all(r.status == HostStatus.OK and r.stdout == b"stream" for r in seen)
+    assert list(pending) == [n for i, n in enumerate(nodes) if i % 3 == 1]
