@@ -45,6 +45,7 @@ __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "SlurmTransport", "srun_argv", "srun_reas
 
 DEFAULT_MAX_OUTPUT_BYTES = 256 << 20  # per node; what is over is cut off and the node is partial
 STEP_NAME = "fabricase-capture"
+BACKOFF_NODES = 1024  # from this many nodes still running, the run directory is listed less often while idle
 
 # Runs on every node as `sh -c WRAPPER fabricase <run dir>`. The script reads nothing from stdin.
 WRAPPER = r"""umask 077
@@ -222,10 +223,11 @@ class SlurmTransport(Transport):
                 if time.monotonic() - t0 >= limit:
                     timed_out = True
                     break
-                # Back off while nothing reports: listing a shared directory of 3 files a node 5 times a second
-                # loads a parallel file system at 10,000 nodes; the first reports still come in at poll_s.
+                # Back off while nothing reports, on a large step: listing a shared directory of 3 files a node
+                # 5 times a second loads a parallel file system at 10,000 nodes (a small one costs nothing).
                 idle = 0 if len(pending) < before else idle + 1
-                time.sleep(min(self.poll_s * (1 << min(idle, 4)), max(self.poll_s, 2.0)))
+                backoff = 1 << min(idle, 4) if len(pending) >= BACKOFF_NODES else 1
+                time.sleep(min(self.poll_s * backoff, max(self.poll_s, 2.0)))
         except KeyboardInterrupt:
             interrupted = True
         if proc.poll() is None:
