@@ -14,6 +14,7 @@ from fabricase.cli.capture_cmds import _inventory_option, _load, _placements
 from fabricase.cli.options import bounded
 from fabricase.cli.output import echo_line, emit_json, err_console, hosts_json, out_console
 from fabricase.errors import CaptureInterrupted, FabricaseError, TrackerError
+from fabricase.metrics.filters import ExportFilter
 from fabricase.models import Capture, HostStatus
 
 _textfile_option = click.option(
@@ -42,16 +43,21 @@ def _escalations(enabled: bool):
         return None
 
 
-def _export(capture: Capture, source: str, inventory: Path | None, out_dir: Path, escalations: bool) -> dict:
-    """Analyze one capture and write its textfile; what was written, for --json and the round line."""
+def _export(capture: Capture, source: str, inventory: Path | None, out_dir: Path, escalations: bool,
+            keep: ExportFilter | None = None, placements: bool = True) -> dict:
+    """Analyze one capture and write its textfile (the metrics `keep` keeps); what was written, for --json and
+    the round line. Without placements (export --self) nothing but the capture itself is read."""
     from fabricase.metrics import FamiliesCollector, capture_families, exported_samples, registry_of, write_textfile
+    from fabricase.metrics.filters import filter_families
     from fabricase.pipeline import diagnose_capture
     from fabricase.placements import topology_of
 
-    placements, _ = _placements(capture, source, inventory)
-    analysis = diagnose_capture(capture, topology_of(placements), placements)
-    metric_families = capture_families(capture, analysis.findings, exported_samples(capture), placements,
+    placed = _placements(capture, source, inventory)[0] if placements else []
+    analysis = diagnose_capture(capture, topology_of(placed), placed)
+    metric_families = capture_families(capture, analysis.findings, exported_samples(capture), placed,
                                        _escalations(escalations), diagnosis=analysis.diagnosis)
+    if keep is not None:
+        metric_families = filter_families(metric_families, keep)
     path = write_textfile(out_dir, registry_of(FamiliesCollector(metric_families)))
     return {"textfile": str(path), "capture_dir": str(capture.root), "created_at": capture.created_at,
             "families": len(metric_families), "series": sum(len(f.samples) for f in metric_families),
@@ -63,18 +69,64 @@ def _public(result: dict) -> dict:
     return {k: v for k, v in result.items() if not k.startswith("_")}
 
 
+def _filter_options(f):
+    """--errors-only, --no-totals, --metric and --exclude (metrics/filters.py), in that order in --help."""
+    f = click.option("--exclude", multiple=True, metavar="GLOB",
+                     help="Leave out metrics whose name matches, e.g. '*_bytes_*' (repeatable).")(f)
+    f = click.option("--metric", "include", multiple=True, metavar="GLOB",
+                     help="Write only metrics whose name matches, e.g. 'fabricase_rdma_*' (repeatable).")(f)
+    f = click.option("--no-totals", is_flag=True,
+                     help="Drop the raw hardware counter values (the *_total series); the rates stay.")(f)
+    return click.option("--errors-only", is_flag=True,
+                        help="Write only the error counters (errors, drops, discards, retransmits, link flaps; "
+                             "rates and totals) and Xid/SXid events; with --metric, those too.")(f)
+
+
+def _export_filter(errors_only: bool, no_totals: bool, include: tuple[str, ...], exclude: tuple[str, ...]):
+    from fabricase.metrics.filters import ExportFilter, check_globs
+
+    check_globs(include, "--metric")
+    check_globs(exclude, "--exclude")
+    return ExportFilter(errors_only=errors_only, totals=not no_totals, include=tuple(include), exclude=tuple(exclude))
+
+
 @cli.command()
-@click.argument("source", metavar="DIR|BUNDLE")
+@click.argument("source", metavar="[DIR|BUNDLE]", required=False)
 @_textfile_option
+@click.option("--self", "node_local", is_flag=True,
+              help="Node-local mode: capture this machine's counters (no other host, no tracker) and write only "
+                   "its series; for a systemd timer or the DaemonSet on every node (docs/metrics.md).")
+@click.option("--interval", "interval_s", default=10.0, show_default=True,
+              **bounded("--interval", "With --self: seconds between the two counter snapshots."))
+@click.option("--root", "root", default="", hidden=True,
+              help="With --self: read host files under this folder instead of / (golden host trees, tests).")
+@_filter_options
 @_inventory_option
 @_escalations_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON on stdout.")
-def export(source, out_dir, inventory, escalations, as_json):
+def export(source, out_dir, node_local, interval_s, root, errors_only, no_totals, include, exclude, inventory,
+           escalations, as_json):
     """Analyze a capture directory or bundle and write its metrics (counter rates and totals, link states,
-    perf results, findings, open escalations) in the node_exporter textfile format. Names: docs/metrics.md."""
-    result = _export(_load(source), source, inventory, out_dir, escalations)
+    perf results, findings, open escalations) in the node_exporter textfile format. Names: docs/metrics.md.
+
+    With --self, capture this node instead (the local transport, the counter collectors only) and write
+    only its series, labelled with its hostname. The filters choose what is written."""
+    keep = _export_filter(errors_only, no_totals, include, exclude)
+    if node_local:
+        if source is not None or inventory is not None:
+            raise click.UsageError("--self captures this node: give no DIR|BUNDLE and no --inventory")
+        from fabricase.metrics.node import capture_self
+
+        with tempfile.TemporaryDirectory(prefix="fabricase-export-") as tmp:
+            capture = capture_self(Path(tmp) / "capture", interval_s=interval_s, root=root)
+            result = _export(capture, str(capture.root), None, out_dir, False, keep, placements=False)
+        result["capture_dir"] = None  # deleted: only the textfile stays
+    elif source is None:
+        raise click.UsageError("give the capture to export (DIR|BUNDLE), or --self for this node")
+    else:
+        result = _export(_load(source), source, inventory, out_dir, escalations, keep)
     if as_json:
-        emit_json(_public(result))
+        emit_json({**_public(result), "filter": keep.describe()})
     else:
         out_console.print(f"Wrote {result['series']} series ({result['families']} metrics, {result['suspects']} "
                           f"suspect(s), {result['findings']} finding(s)) to {result['textfile']}",
@@ -94,11 +146,13 @@ def _sleep(seconds: float) -> None:
 @click.option("--listen", metavar="ADDR:PORT", default=None,
               help="Also serve /metrics on this address, e.g. 127.0.0.1:9464 (the textfile is written either way).")
 @click.option("--count", default=None, **bounded("--count", "Stop after this many rounds."))
+@_filter_options
 @_inventory_option
 @_escalations_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line per round on stdout.")
 @click.pass_context
-def watch(ctx, period_s, out_dir, listen, count, inventory, escalations, as_json, **target):
+def watch(ctx, period_s, out_dir, listen, count, errors_only, no_totals, include, exclude, inventory, escalations,
+          as_json, **target):
     """Capture the targets on an interval and keep the metrics textfile (and /metrics) current.
 
     A round that fails is a one-line warning and the watch goes on. Ctrl-C ends it with exit 130; the
@@ -110,6 +164,7 @@ def watch(ctx, period_s, out_dir, listen, count, inventory, escalations, as_json
 
     if target["replay"] is None and not (target["hosts"] or target["job"]):
         raise click.UsageError("give the targets to watch: --hosts, --job or --replay")
+    keep = _export_filter(errors_only, no_totals, include, exclude)
     if listen is not None:
         parse_listen(listen)  # a bad address fails before the first capture
     collector = FamiliesCollector()
@@ -122,7 +177,7 @@ def watch(ctx, period_s, out_dir, listen, count, inventory, escalations, as_json
             except CaptureInterrupted as exc:
                 raise KeyboardInterrupt from exc  # Ctrl-C ends the watch, not just the round
             source = target["replay"] or str(capture.root)
-            result = _export(capture, source, inventory, out_dir, escalations)
+            result = _export(capture, source, inventory, out_dir, escalations, keep)
         collector.current = result["_families"]
         ok = sum(h["status"] == HostStatus.OK for h in result["hosts"])
         if as_json:
