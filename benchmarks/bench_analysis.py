@@ -12,11 +12,21 @@ pass loads the capture afresh, and the passes alternate in order from run to run
 the other's warm caches. The split of diagnose_capture (analysis + hardware pass | diagnose) is its steps
 replayed, timed one by one. Wall and CPU time are both printed; the overhead is judged on CPU time, which
 other work on a shared machine leaves unchanged.
+
+Beside them, in the same run, the issue's minimal reference (issue 18): load the capture, read every counter item
+(each sysfs counter file's bytes -> int; with --full also every `name: value` line of `ethtool -S` and every
+NVLink error count) into numpy arrays by snapshot, and compute the per-port deltas. `load + analyze / reference`
+is the ratio the issue's targets are stated in (<= 3x). CPU time counts the analysis pool's children too (they
+are waited for inside the step). Peak RSS (this process, and the largest child) is printed at the end.
+FABRICASE_ANALYSIS_WORKERS=1 forces the analysis serial.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import resource
 import statistics
 import sys
 import tempfile
@@ -25,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -49,14 +61,68 @@ class Times:
     cpu: list[float] = field(default_factory=list)
 
     def timed(self, fn: Callable[[], T]) -> T:
-        w0, c0 = time.perf_counter(), time.process_time()
+        w0, c0 = time.perf_counter(), _cpu()
         result = fn()
         self.wall.append(time.perf_counter() - w0)
-        self.cpu.append(time.process_time() - c0)
+        self.cpu.append(_cpu() - c0)
         return result
+
+    def add(self, other: Times) -> Times:
+        return Times([a + b for a, b in zip(self.wall, other.wall, strict=True)],
+                     [a + b for a, b in zip(self.cpu, other.cpu, strict=True)])
 
     def line(self, label: str) -> str:
         return f"{label:<28} {statistics.median(self.wall):7.2f} s {statistics.median(self.cpu):7.2f} s"
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its waited-for children (the analysis pool's workers)."""
+    own, kids = os.times(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.user + own.system + kids.ru_utime + kids.ru_stime
+
+
+_IB = "/sys/class/infiniband/"
+_COUNTER_DIRS = ("/counters/", "/hw_counters/")
+_ETHTOOL_LINE = re.compile(rb"^\s+([A-Za-z0-9_]+): (\d+)$", re.M)
+_NVLINK_LINE = re.compile(rb"Link (\d+): (\w+) Errors: (\d+)")
+
+
+def reference_deltas(root: Path) -> int:
+    """The issue's minimal reference reader: every counter of the capture into arrays, per snapshot, and the
+    per-port (per-counter) deltas with numpy; returns how many deltas it computed. It does what any analysis must
+    at least do, and nothing else: no resets, wraps, rates, rules or statistics."""
+    capture = load_capture(root, verify=False)
+    keys: dict[tuple[str, str], int] = {}  # (host, counter) -> column
+    values: tuple[list[int], list[int]] = ([], [])
+    where: tuple[list[int], list[int]] = ([], [])
+    for hc in capture.hosts:
+        host = hc.host
+        for it in hc.items:
+            if it.snapshot not in (0, 1):
+                continue
+            source = it.source
+            if source.startswith(_IB) and any(d in source for d in _COUNTER_DIRS):
+                pairs = [(source, int(hc.read(it)))]
+            elif source == "cmd:ethtool-stats":  # "### <port>" sections, one per port
+                pairs = [(f"{port.decode()}/{name.decode()}", int(v))
+                         for port, _, body in (part.partition(b"\n") for part in hc.read(it).split(b"### ")[1:])
+                         for name, v in _ETHTOOL_LINE.findall(body)]
+            elif source == "cmd:nvlink-errors":
+                pairs = [(f"{i}/{link.decode()}/{kind.decode()}", int(v))
+                         for i, (link, kind, v) in enumerate(_NVLINK_LINE.findall(hc.read(it)))]
+            else:
+                continue
+            for name, value in pairs:
+                where[it.snapshot].append(keys.setdefault((host, name), len(keys)))
+                values[it.snapshot].append(value)
+        hc.release()
+    snaps = []
+    for snap in (0, 1):
+        arr = np.full(len(keys), -1, dtype=np.int64)
+        arr[np.asarray(where[snap], dtype=np.int64)] = np.asarray(values[snap], dtype=np.uint64).astype(np.int64)
+        snaps.append(arr)
+    deltas = snaps[1] - snaps[0]
+    return int(np.count_nonzero((snaps[0] >= 0) & (snaps[1] >= 0) & (deltas >= 0)))
 
 
 def _split(capture: Capture, topology: dict[str, list[str]], placed: list[Placement], with_hardware: Times,
@@ -78,6 +144,8 @@ def main() -> None:
     args = ap.parse_args()
     scenario = fleetgen.Scenario("clean", None, [f"gpu{i:04d}" for i in range(1, args.hosts + 1)])
     loads, analyses, diagnosed, with_hardware, diagnosing = Times(), Times(), Times(), Times(), Times()
+    reference = Times()
+    counted = 0
     found = suspects = 0
     with tempfile.TemporaryDirectory(prefix="fabricase-bench-analysis-") as tmp:
         root = Path(tmp) / "capture"
@@ -95,8 +163,12 @@ def main() -> None:
             capture = load_capture(root, verify=False)
             suspects = len(diagnosed.timed(lambda: diagnose_capture(capture, topology, placed)).diagnosis.suspects)
 
+        def ref() -> None:
+            nonlocal counted
+            counted = reference.timed(lambda: reference_deltas(root))
+
         for run in range(args.runs):
-            for step in (plain, full) if run % 2 == 0 else (full, plain):
+            for step in (plain, full, ref) if run % 2 == 0 else (ref, full, plain):
                 step()
             _split(load_capture(root, verify=False), topology, placed, with_hardware, diagnosing)
     what = "8 IB ports, NVLinks, RoCE ports, kernel log" if args.full else "8 IB ports"
@@ -112,6 +184,13 @@ def main() -> None:
     wall, cpu = med(diagnosed.wall) / med(analyses.wall), med(diagnosed.cpu) / med(analyses.cpu)
     print(f"{'diagnose_capture / analyze':<28} {wall:7.3f}   {cpu:7.3f}")
     print(f"diagnosis adds {100 * (cpu - 1):+.1f}% CPU ({100 * (wall - 1):+.1f}% wall) to analysis")
+    both = loads.add(analyses)
+    print(both.line("load + analyze"))
+    print(reference.line(f"reference ({counted} deltas)"))
+    wall, cpu = med(both.wall) / med(reference.wall), med(both.cpu) / med(reference.cpu)
+    print(f"{'(load + analyze) / reference':<28} {wall:7.3f}   {cpu:7.3f}")
+    own, kids = (resource.getrusage(r).ru_maxrss / 1024 for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    print(f"peak RSS: {own:.0f} MiB (largest child {kids:.0f} MiB)")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 Builds a synthetic host tree (N interfaces x M counters, real sysfs file shapes) and runs the real
 compiled script on it with sh. Run by hand: python benchmarks/bench_capture.py [--ifaces 64] [--repeat 5]
+[--format 3] (the capture format written: 3, the binary index.fci, or 2, index.json).
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import time
 from pathlib import Path
 
 from fabricase.analysis import analyze
-from fabricase.capturedir import host_capture_from_stream, load_capture, write_capture_meta, write_host
+from fabricase.capturedir import (
+    FORMAT_VERSION,
+    host_capture_from_stream,
+    load_capture,
+    write_capture_meta,
+    write_host,
+)
 from fabricase.collectors import select_collectors
 from fabricase.collectors.framing import parse_stream
 from fabricase.collectors.plan import CapturePlan, compile_script
@@ -53,6 +60,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--ifaces", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--format", type=int, choices=(2, 3), default=FORMAT_VERSION, help="capture format written")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "host"
@@ -72,11 +80,13 @@ def main() -> None:
             hc.status, hc.transport = HostStatus.OK, "local"
             cap_dir = Path(tmp) / f"cap{n}"
             cap_dir.mkdir()
-            write_capture_meta(cap_dir, plan=plan, targets={}, hosts=["h1"], created_at="2026-01-01T00:00:00Z")
-            write_host(cap_dir, hc, out)
+            write_capture_meta(cap_dir, plan=plan, targets={}, hosts=["h1"], created_at="2026-01-01T00:00:00Z",
+                               version=args.format)
+            write_host(cap_dir, hc, out, args.format)
             parse.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             capture = load_capture(cap_dir)
+            len(capture.hosts[0].items)  # (format 3 decodes items on first use: count it here)
             load.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             analyze(capture)
@@ -94,7 +104,8 @@ def main() -> None:
     def fmt(xs: list[float]) -> str:
         return f"median {statistics.median(xs) * 1000:8.1f} ms  (min {min(xs) * 1000:.1f}, max {max(xs) * 1000:.1f})"
 
-    print(f"host tree: {args.ifaces} interfaces, {files} sysfs files; stream items: {items}; runs: {args.repeat}")
+    print(f"host tree: {args.ifaces} interfaces, {files} sysfs files; stream items: {items}; runs: {args.repeat}; "
+          f"capture format {args.format}")
     print(f"capture script CPU (sh + children): {fmt(cpu)}")
     print(f"naive cat-per-file CPU, same files: {fmt(naive_cpu)}")
     print(f"capture script wall:                {fmt(wall)}")

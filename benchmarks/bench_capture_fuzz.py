@@ -78,8 +78,10 @@ def build_capture(root: Path, seed: int = 1) -> Path:
     rng = random.Random(seed)
     plan = _plan()
     root.mkdir(parents=True)
+    # Format 2 on purpose: the mutations edit index.json as JSON (format 3's binary index has its own
+    # mutation test, tests/capture/test_index_format3.py).
     write_capture_meta(root, plan=plan, targets={"hosts": ",".join(HOSTS)}, hosts=list(HOSTS),
-                       created_at="2026-11-30T00:00:00Z")
+                       created_at="2026-11-30T00:00:00Z", version=2)
     for host in HOSTS:
         ports = []
         for p in range(2):
@@ -94,7 +96,7 @@ def build_capture(root: Path, seed: int = 1) -> Path:
         raw = fleetgen._stream(ports, ({}, {}), log, fleetgen._roce_ports(rng, None, None))
         hc = host_capture_from_stream(host, parse_stream(raw), plan)
         hc.status, hc.transport = HostStatus.OK, "fake"
-        write_host(root, hc, raw)
+        write_host(root, hc, raw, version=2)
     log = root.parent / f"{root.name}-slurm-1.out"
     log.write_text(NCCL_LOG)
     add_inputs(root, "nccl-log", [log])
@@ -130,7 +132,8 @@ def rewrite_item(root: Path, host: str, pick: Callable[[FramedItem], bool],
     meta = json.loads((hdir / "host.json").read_bytes())
     hc = host_capture_from_stream(host, parse_stream(raw), _plan())
     hc.status, hc.transport = HostStatus(meta["status"]), meta["transport"]
-    write_host(root, hc, raw)
+    version = json.loads((root / "capture.json").read_bytes())["format_version"]  # the capture's own format
+    write_host(root, hc, raw, version=version)
     return target.source
 
 

@@ -1,31 +1,89 @@
-"""Fleet fan-out at scale: 1,024 simulated hosts through the real pipeline (stream parse, capture directory,
-load), with the fake transport replaying one recorded GPU host's stream per host, latency 20-200 ms, and 1%
-of hosts that hang. Issue 4's target: --fanout 128, a 10 s per-host timeout, under 15 s wall and 1 GiB peak
-memory on a 2-core machine, every hung host reported as timed out.
+"""Fleet fan-out at scale over the CLI path: `fabricase collect --hosts gpu[0001-N] --json`, run in this process
+(click's CliRunner) with the fake transport put in place of the ssh one, so that everything `collect` does is
+measured: fan-out, stream parse and capture directory (worker processes), loading the host records back, the
+diagnosis and the JSON report. Each host replays one recorded 8-GPU HGX host's stream (the golden host tree,
+captured once with the local transport), latency 20-200 ms, and 1% of hosts hang past the per-host timeout.
+Issue 18's targets on a 2-core machine: 1,024 hosts in 15 s or less and 1 GiB or less, 10,000 hosts in 4 GiB or
+less, every hung host reported as timed out.
 
-    python benchmarks/bench_fleet.py [--hosts 1024] [--fanout 128] [--timeout 10] [--hang 0.01]
+    python benchmarks/bench_fleet.py [--hosts 1024] [--fanout 128] [--timeout 10] [--hang 0.01] [--format 3]
+                                     [--skip-analysis]
+
+--skip-analysis replaces the command's analysis with an empty one (diagnose of no findings), to measure the
+fan-out and capture path apart from the analysis (issue 18 item 2, measured by bench_analysis.py).
+
+Stand-ins, said plainly: the transport is FakeTransport (no ssh), injected by replacing
+fabricase.pipeline.get_transport for this process; --format sets capture_write.WRITTEN_VERSION, the format
+collect writes when not told. Peak RSS is this process's plus its largest child's (getrusage); peak open fds
+are sampled every 20 ms over this process and its worker processes (/proc). The CPU seconds of this process and
+of its workers, and the load average, are printed too: on a shared machine other work's load shows in the wall
+time but not in the CPU seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import resource
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
+from click.testing import CliRunner  # noqa: E402
+
+from fabricase import capture_write, pipeline  # noqa: E402
+from fabricase.cli import capture_cmds, cli  # noqa: E402
 from fabricase.collectors import select_collectors  # noqa: E402
 from fabricase.collectors.plan import CapturePlan, compile_script  # noqa: E402
+from fabricase.diagnosis import diagnose  # noqa: E402
 from fabricase.models import HostStatus  # noqa: E402
-from fabricase.pipeline import CollectOptions, collect  # noqa: E402
-from fabricase.targets import Targets, parse_nodeset  # noqa: E402
+from fabricase.pipeline import Analysis  # noqa: E402
+from fabricase.targets import parse_nodeset  # noqa: E402
 from fabricase.transports.fake import FakeTransport  # noqa: E402
 from fabricase.transports.local import LocalTransport  # noqa: E402
 from hosttrees.hosts import hgx_mlx5_host  # noqa: E402
+
+
+def _fds(pid: int | str) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+class FdSampler(threading.Thread):
+    """The most descriptors open at once, this process and its worker processes together."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak, self.stop = 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.02):
+            total = _fds("self") + sum(_fds(p.pid) for p in multiprocessing.active_children())
+            self.peak = max(self.peak, total)
+
+
+def _cpu() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process and of its ended worker processes."""
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, workers.ru_utime + workers.ru_stime
+
+
+def _no_analysis(capture, placements) -> Analysis:
+    """The analysis step left out: no findings, and the diagnosis of none (still the command's report)."""
+    return Analysis([], diagnose([], hosts=capture.hosts, hardware={}, samples={}, placements=placements), {}, {})
+
+
+def _hgx_stream(tmp: Path) -> bytes:
+    plan = CapturePlan(collectors=tuple(select_collectors()), interval_s=0, root=str(hgx_mlx5_host(tmp / "root")))
+    return LocalTransport().run_one("localhost", compile_script(plan), timeout_s=60).stdout
 
 
 def main() -> None:
@@ -34,36 +92,73 @@ def main() -> None:
     ap.add_argument("--fanout", type=int, default=128)
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--hang", type=float, default=0.01)
-    ap.add_argument("--host", choices=("hgx", "local"), default="hgx",
-                    help="whose stream each host replays: the golden 8-GPU HGX host, or this machine's own capture")
+    ap.add_argument("--format", type=int, choices=(2, 3), default=3, help="capture format written")
+    ap.add_argument("--skip-analysis", action="store_true", help="an empty analysis in place of the real one")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = str(hgx_mlx5_host(Path(tmp) / "root")) if args.host == "hgx" else ""
-        plan = CapturePlan(collectors=tuple(select_collectors()), interval_s=0, root=root)
-        stream = LocalTransport().run_one("localhost", compile_script(plan), timeout_s=60).stdout
-        hosts = parse_nodeset(f"gpu[0001-{args.hosts:04d}]")
+    if args.skip_analysis:
+        capture_cmds._diagnose = _no_analysis
+    capture_write.WRITTEN_VERSION = args.format
+    with tempfile.TemporaryDirectory(prefix="fabricase-bench-fleet-") as tmp:
+        stream = _hgx_stream(Path(tmp))
+        hosts = parse_nodeset(f"gpu[00001-{args.hosts:05d}]")
         # A fresh copy per host, as real hosts' streams would be: in-flight memory is then measured honestly.
         fake = FakeTransport(lambda host: bytes(bytearray(stream)), fanout=args.fanout, latency_s=(0.02, 0.2),
                              hang_fraction=args.hang, seed=1)
         hung = {h for h in hosts if fake.hangs(h)}
+        phases: dict[str, float] = {}
+        real_collect, real_load = pipeline.collect, pipeline.load_capture
+
+        def timed_collect(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return real_collect(*a, **kw)
+            finally:
+                phases["capture and load"] = time.perf_counter() - t
+
+        def timed_load(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return real_load(*a, **kw)
+            finally:
+                phases["load"] = time.perf_counter() - t
+
+        pipeline.get_transport = lambda *a, **kw: fake  # the stand-in for ssh
+        pipeline.collect, pipeline.load_capture = timed_collect, timed_load
+        out = Path(tmp) / "cap"
+        argv = ["collect", "--hosts", f"gpu[00001-{args.hosts:05d}]", "--via", "ssh", "--interval", "0",
+                "--timeout", f"{args.timeout:g}", "--fanout", str(args.fanout), "-o", str(out), "--json"]
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        cpu_before = _cpu()
+        sampler = FdSampler()
+        sampler.start()
         t0 = time.perf_counter()
-        collect(Targets(hosts=tuple(hosts), nodeset="bench"),
-                CollectOptions(interval_s=0, timeout_s=args.timeout, fanout=args.fanout),
-                Path(tmp) / "cap", transport=fake, load=False)
+        result = CliRunner().invoke(cli, argv, catch_exceptions=False)
         wall = time.perf_counter() - t0
+        cpu_self, cpu_workers = (after - before for after, before in zip(_cpu(), cpu_before, strict=True))
+        sampler.stop.set()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         workers_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        records = (Path(tmp) / "cap").glob("hosts/*/host.json")
-        statuses = {p.parent.name: json.loads(p.read_text())["status"] for p in records}
-        timed_out = {h for h, st in statuses.items() if st == HostStatus.TIMED_OUT}
-        ok = sum(st == HostStatus.OK for st in statuses.values())
-        size = sum(p.stat().st_size for p in (Path(tmp) / "cap").rglob("*") if p.is_file())
+        doc = json.loads(result.stdout)
+        statuses = {h["host"]: h["status"] for h in doc["hosts"]}
+        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+        index_bytes = sum(p.stat().st_size for p in out.glob("hosts/*/index.*"))
+    timed_out = {h for h, st in statuses.items() if st == HostStatus.TIMED_OUT}
+    ok = sum(st == HostStatus.OK for st in statuses.values())
     items = stream.count(b"\n@@FC1 I ") + stream.startswith(b"@@FC1 I ")
-    print(f"{args.hosts} hosts ({args.host}), fanout {args.fanout}, per-host timeout {args.timeout:g} s, "
-          f"stream {len(stream) / 1024:.0f} KiB and about {items} items per host, {len(hung)} hosts hang")
-    print(f"wall {wall:.2f} s; peak RSS {peak / 1024:.0f} MiB (before the run {rss_before / 1024:.0f} MiB), "
-          f"largest worker process {workers_peak / 1024:.0f} MiB; capture directory {size / 2**20:.0f} MiB")
+    capture_s = phases.get("capture and load", float("nan"))
+    load_s = phases.get("load", float("nan"))
+    print(f"fabricase collect, {args.hosts} hosts (HGX replay), fanout {args.fanout}, per-host timeout "
+          f"{args.timeout:g} s, capture format {args.format}; stream {len(stream) / 1024:.0f} KiB and about {items} "
+          f"items per host; {len(hung)} hosts hang; exit code {result.exit_code}")
+    analysis = "skipped" if args.skip_analysis else "with"
+    print(f"wall {wall:.2f} s: capture {capture_s - load_s:.2f} s, load {load_s:.2f} s, diagnosis")
+    print(f"  ({analysis} analysis) + report {wall - capture_s:.2f} s; CPU {cpu_self:.1f} s this process, "
+          f"{cpu_workers:.1f} s workers")
+    print(f"  load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, {os.cpu_count()} CPUs")
+    print(f"peak RSS {peak / 1024:.0f} MiB (before the run {rss_before / 1024:.0f} MiB) + largest worker "
+          f"{workers_peak / 1024:.0f} MiB = {(peak + workers_peak) / 1024:.0f} MiB; peak open fds {sampler.peak}")
+    print(f"capture directory {size / 2**20:.0f} MiB, of which indexes {index_bytes / 2**20:.1f} MiB; "
+          f"{len(doc.get('suspects', []))} suspects, {len(doc.get('findings', []))} findings")
     print(f"ok {ok}, timed out {len(timed_out)}; every hung host reported timed out: {timed_out == hung}")
 
 

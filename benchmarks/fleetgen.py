@@ -1,5 +1,5 @@
 """Synthetic fleets for the evaluation harness (benchmarks/harness.py): realistic noise and injected faults,
-written as real capture directories (format 2) that the real pipeline reads.
+written as real capture directories (format 2, or CAPTURE_FORMAT) that the real pipeline reads.
 
 Each scenario is a fleet of N hosts x 8 RDMA ports (InfiniBand, 400 Gb/s), two counter snapshots 5 s apart:
 - background: most ports idle or busy with no errors; a heavy-tailed minority (gamma-mixed Poisson) with a few
@@ -29,12 +29,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabricase.capturedir import host_capture_from_stream, write_capture_meta, write_host
+from fabricase.capturedir import WRITTEN_VERSION, host_capture_from_stream, write_capture_meta, write_host
 from fabricase.collectors import select_collectors
 from fabricase.collectors.framing import parse_stream
 from fabricase.collectors.plan import CapturePlan
 from fabricase.models import HostStatus
 
+# The capture format fleets are written in: capturedir's default; a benchmark may set capturedir.FORMAT_VERSION (3).
+CAPTURE_FORMAT = WRITTEN_VERSION
 PORTS = 8
 INTERVAL_S = 5.0
 HOSTS_PER_LEAF = 16
@@ -371,7 +373,7 @@ def _write_fleet(root: Path, name: str, kind: str | None, hosts: list[str], faul
     plan = CapturePlan(collectors=tuple(select_collectors(["rdma", "ethtool"])), interval_s=INTERVAL_S)
     root.mkdir(parents=True)
     write_capture_meta(root, plan=plan, targets={"harness": name, "kind": kind}, hosts=hosts,
-                       created_at="2026-11-30T00:00:00Z")
+                       created_at="2026-11-30T00:00:00Z", version=CAPTURE_FORMAT)
     on_host = {f.host: f for f in faults}
     storm_leaves = {hosts.index(f.host) // HOSTS_PER_LEAF: f for f in faults if f.kind == "pfc-storm"}
     inventory = {}
@@ -405,7 +407,7 @@ def _write_fleet(root: Path, name: str, kind: str | None, hosts: list[str], faul
                                                                                  uptimes)
         hc = host_capture_from_stream(host, parse_stream(raw), plan)
         hc.status, hc.transport = HostStatus.OK, "harness"
-        write_host(root, hc, raw)
+        write_host(root, hc, raw, CAPTURE_FORMAT)
     (root / "inventory.json").write_text(json.dumps({"hosts": inventory}, indent=1, sort_keys=True) + "\n")
 
 

@@ -21,6 +21,7 @@ from fabricase.errors import CaptureError
 from fabricase.models import CaptureItem, HostStatus, SnapshotInfo
 
 STREAM_FILE = "stream.fc1"  # a host's capture stream, byte for byte as the host sent it
+SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")  # a host name that can name its folder
 
 def item_path(source: str, snapshot: int, kind: str) -> str | None:
     """Where an item's bytes are stored inside the host folder; None for a source we refuse to store."""

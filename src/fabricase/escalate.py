@@ -25,6 +25,8 @@ from fabricase.models import (
 )
 
 if TYPE_CHECKING:
+    from fabricase.bundler.limits import DeskLimits
+    from fabricase.bundler.upload import UploadTarget
     from fabricase.diagnosis import Diagnosis
     from fabricase.models import Escalation
     from fabricase.redact import Redactor
@@ -53,15 +55,19 @@ __all__ = [
 def host_summaries(capture: Capture) -> list[HostSummary]:
     """Each host's status and identity (what locate, the ticket and the summary say of it). Read once per run:
     the caller passes the list on."""
+    from fabricase.k8s.records import read_kubernetes_nodes
     from fabricase.parsers.identity import host_identity
+    from fabricase.providers.identity import with_kubernetes_node
 
+    k8s_nodes = read_kubernetes_nodes(capture.root)  # {} unless captured --via k8s
     out = []
     for hc in capture.hosts:
         try:
             identity = host_identity(hc) if hc.items else {}
         finally:
             hc.release()  # a fleet's streams must not all stay in memory
-        out.append(HostSummary(hc.host, str(hc.status), hc.reason, identity))
+        out.append(HostSummary(hc.host, str(hc.status), hc.reason,
+                               with_kubernetes_node(identity, k8s_nodes.get(hc.host))))
     return out
 
 
@@ -107,25 +113,35 @@ def make_draft(capture: Capture, findings: list[Finding], *, provider: str, symp
                escalation_id: str | None, checks: Mapping[str, Any] | None = None,
                events: Sequence[EscalationEvent] = (), hosts: Sequence[HostSummary] | None = None,
                diagnosis: Diagnosis | None = None, history: Mapping[str, str] | None = None,
-               bundle_sha256: str | None = None, sent_severity: DeskSeverity | None = None) -> TicketDraft:
+               bundle_sha256: str | None = None, sent_severity: DeskSeverity | None = None,
+               full_bundle: Mapping[str, Any] | None = None) -> TicketDraft:
     """The ticket for the provider's desk, built from the diagnosis's provider-owned suspects: what is broken,
     where, how sure, what was ruled out (`checks`: templates.ruled_out.checks_run(capture.hosts)) and what we ask
     for. `checks`, `hosts` (host_summaries) and the diagnosis (of `findings`, without hardware aliases) are
     computed here when not given. `history`: the repeat offenders' lines (tracker.stats.history_lines), said in
     their suspects' sections. `bundle_sha256`: the written bundle file's sha256 (hashlib.file_digest), said beside
     the bundle id once the archive is written. `sent_severity`: the level the provider sends (its plan applied),
-    which the body then states."""
+    which the body then states. `full_bundle`: a summary bundle's full one (FittedBundle.full), named at the end of
+    the body by sha256, size and object, so the provider can ask for or fetch it."""
     from fabricase.analysis.probe_text import probe_text
     from fabricase.templates import render_draft
     from fabricase.templates.ruled_out import checks_run
 
-    return render_draft(provider=provider, symptom=symptom, severity=severity, findings=findings,
+    draft = render_draft(provider=provider, symptom=symptom, severity=severity, findings=findings,
                         hosts=_host_dicts(hosts if hosts is not None else host_summaries(capture)),
                         placements=placements, bundle_id=bundle_id,
                         capture_created_at=capture.created_at, escalation_id=escalation_id,
                         checks=checks if checks is not None else checks_run(capture.hosts),
                         kernel_logs=_KernelLogs(capture), events=events, diagnosis=diagnosis, history=history,
                         bundle_sha256=bundle_sha256, sent_severity=sent_severity, probe_lines=probe_text(capture))
+    return draft if not full_bundle else dataclasses.replace(draft, body=draft.body + _full_bundle_text(full_bundle))
+
+
+def _full_bundle_text(full: Mapping[str, Any]) -> str:
+    """The ticket's paragraph on the full bundle a summary bundle stands for."""
+    where = f"uploaded to {full['object']}" if full.get("object") else "kept by the operator: ask for it"
+    return (f"\n\nThe attached bundle is a summary (the suspects' hosts, healthy peers and a fleet summary). The full "
+            f"bundle is {full.get('name')}, {full.get('size')} bytes, sha256 {full.get('sha256')}, {where}.\n")
 
 
 def _epoch(created_at: str) -> int:
@@ -193,33 +209,132 @@ def build_bundle_for(capture: Capture, findings: list[Finding], draft: TicketDra
                      placements: list[Placement] | None = None,
                      samples: dict[str, list[MetricSample]] | None = None, symptom: str = "",
                      redactor: Redactor | None = None, hosts: Sequence[HostSummary] | None = None,
-                     diagnosis: Diagnosis | None = None, escalation_id: str | None = None) -> Bundle:
+                     diagnosis: Diagnosis | None = None, escalation_id: str | None = None,
+                     form: str = "auto", upload: UploadTarget | None = None,
+                     limits: DeskLimits | None = None) -> Bundle:
     """The evidence bundle: the capture directory, findings, the ticket draft, the summaries (Markdown, and JSON
     fitted to the draft's desk), the HTML report (`samples`: what analyze_capture put in samples_out; without
-    them the report reads the capture again), and reproduce.sh with the capture script it runs."""
-    from fabricase.bundler.archive import build_bundle
+    them the report reads the capture again), and reproduce.sh with the capture script it runs.
+
+    form: "full" (the whole capture), "summary" (suspects, sampled peers and fleet-summary.json: see
+    bundler/summary_form.py), or "auto": full when it reaches the desk (`limits`, else the draft's desk's) by
+    some path, else summary, the full bundle kept beside it and, with `upload`, uploaded (bundler/upload.py).
+    The result is a bundler.summary_form.FittedBundle saying which form it took."""
     from fabricase.bundler.limits import desk_limits
+    from fabricase.bundler.summary_form import FittedBundle, fit_problem
+
+    if form not in ("auto", "full", "summary"):
+        raise ValueError(f"bundle form {form!r} is not auto, full or summary")
+    hosts = hosts if hosts is not None else host_summaries(capture)
+    redactor = redactor or make_redactor(capture)
+    limits = limits or desk_limits(desk_of(draft.provider))
+    build_full = form != "summary" or upload is not None
+    extra = _bundle_extras(capture, findings, draft, placements=placements, samples=samples, symptom=symptom,
+                           hosts=hosts, diagnosis=diagnosis, escalation_id=escalation_id, limits=limits,
+                           with_report=build_full)  # the summary form renders its own, of its hosts
+    why, full_path = "requested (--summary)", None
+    if build_full:
+        from fabricase.bundler.archive import build_bundle
+
+        full = build_bundle(capture.root, out, extra=extra, mtime=_epoch(capture.created_at), redactor=redactor)
+        problem = fit_problem(full.size, limits) if form == "auto" else None
+        if form == "full" or problem is None:
+            uploaded = _upload(full.path, upload)
+            return FittedBundle(full.path, full.bundle_id, full.members, full.size, uploaded=uploaded,
+                                full=_reference(full.path, uploaded) if uploaded else None)
+        why = problem
+        full_path = out.with_name(f"{_stem(out)}-full-{full.bundle_id[:12]}.tar.gz")
+        out.replace(full_path)
+    return _summary_bundle(capture, findings, draft, out, extra, why=why, full_path=full_path, upload=upload,
+                           placements=placements or [], samples=samples or {}, hosts=hosts, diagnosis=diagnosis,
+                           redactor=redactor, symptom=symptom, escalation_id=escalation_id)
+
+
+def _stem(out: Path) -> str:
+    name = out.name.lstrip(".").removesuffix(".partial")
+    return name.removesuffix(".tar.gz").removesuffix(".tgz")
+
+
+def _upload(path: Path, target: UploadTarget | None) -> Any:
+    from fabricase.bundler.upload import upload_bundle
+
+    return upload_bundle(path, target) if target is not None else None
+
+
+def _reference(path: Path, uploaded: Any) -> dict[str, Any]:
+    from fabricase.bundler.summary_form import full_reference
+
+    return full_reference(path, uploaded)
+
+
+def _bundle_extras(capture: Capture, findings: list[Finding], draft: TicketDraft, *, placements, samples,
+                   symptom: str, hosts: Sequence[HostSummary], diagnosis: Diagnosis | None,
+                   escalation_id: str | None, limits: DeskLimits, with_report: bool = True) -> dict[str, bytes]:
     from fabricase.bundler.reproduce import capture_script, reproduce_script
     from fabricase.bundler.summary import SummaryInput, fit_summary
     from fabricase.report import html_report
 
     summary = fit_summary(SummaryInput(
         title=draft.title, symptom=symptom or draft.title, severity=str(draft.severity), captured_at=capture.created_at,
-        findings=findings, hosts=_host_dicts(hosts if hosts is not None else host_summaries(capture)),
-        placements=placements or [], diagnosis=diagnosis,
-    ), desk_limits(desk_of(draft.provider)).attachment_max_bytes)
+        findings=findings, hosts=_host_dicts(hosts), placements=placements or [], diagnosis=diagnosis,
+    ), limits.attachment_max_bytes)
     extra = {
         "findings.json": findings_json(findings).encode(),
         "ticket.md": (draft.title + "\n\n" + draft.body).encode(),
         "summary.md": (draft.summary or "").encode(),
         summary.name: summary.data,
-        "report.html": html_report(capture, findings, placements or [], samples, diagnosis=diagnosis,
-                                   symptom=symptom, escalation_id=escalation_id),
         "reproduce.sh": reproduce_script(capture).encode(),
         "capture-script.sh": capture_script(capture).encode(),
     }
-    return build_bundle(capture.root, out, extra=extra, mtime=_epoch(capture.created_at),
-                        redactor=redactor or make_redactor(capture))
+    if with_report:
+        extra["report.html"] = html_report(capture, findings, placements or [], samples, diagnosis=diagnosis,
+                                           symptom=symptom, escalation_id=escalation_id)
+    return extra
+
+
+def _summary_bundle(capture: Capture, findings: list[Finding], draft: TicketDraft, out: Path,
+                    extra: dict[str, bytes], *, why: str, full_path: Path | None, upload: UploadTarget | None,
+                    placements: list[Placement], samples: dict[str, list[MetricSample]],
+                    hosts: Sequence[HostSummary], diagnosis: Diagnosis | None, redactor: Redactor, symptom: str,
+                    escalation_id: str | None) -> Bundle:
+    """The summary form (bundler/summary_form.py) written to `out`; the full bundle at `full_path` (when built)
+    uploaded to `upload` (when given) first, so the summary names where it is. Its report shows the bundled
+    hosts only (a fleet's heat map would weigh more than the rest of the summary)."""
+    import tempfile
+
+    from fabricase.bundler.archive import build_bundle
+    from fabricase.bundler.fleet_summary import FLEET_SUMMARY_NAME, fleet_summary_bytes
+    from fabricase.bundler.select import select_hosts
+    from fabricase.bundler.summary_form import (
+        FittedBundle,
+        full_reference,
+        summary_capture,
+        summary_line,
+        summary_record,
+    )
+    from fabricase.report import html_report
+
+    uploaded = _upload(full_path, upload) if full_path is not None else None
+    full = full_reference(full_path, uploaded) if full_path is not None else None
+    chosen = select_hosts(capture.hosts, findings, diagnosis, samples, placements=placements, summaries=hosts)
+    record = summary_record(chosen.included, chosen.left_out, why=why, full_bundle=full,
+                            order=[hc.host for hc in capture.hosts])
+    line = summary_line(record) or ""
+    kept = set(chosen.included)
+    bundled = dataclasses.replace(capture, hosts=[hc for hc in capture.hosts if hc.host in kept])
+    report = html_report(bundled, findings, placements, {h: s for h, s in samples.items() if h in kept},
+                         diagnosis=diagnosis, symptom=symptom, escalation_id=escalation_id)
+    extra = {**extra, FLEET_SUMMARY_NAME: fleet_summary_bytes(samples, chosen.classes), "report.html": report,
+             "ticket.md": extra["ticket.md"] + f"\n\nThis bundle is a {line}.\n".encode()}
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", suffix=".summary", dir=out.parent) as tmp:
+        root = summary_capture(capture.root, Path(tmp) / "capture", chosen.included, record)
+        b = build_bundle(root, out, extra=extra, mtime=_epoch(capture.created_at), redactor=redactor)
+    note = None
+    if full_path is not None and uploaded is None:
+        note = (f"the full bundle stays local at {full_path} (sha256 {full['sha256'][:16]}); upload it with "
+                "--upload-to s3://|gs://|az://... for the provider")
+    return FittedBundle(b.path, b.bundle_id, b.members, b.size, form="summary", record=record, full=full,
+                        full_path=full_path, uploaded=uploaded, note=note)
 
 
 def coverage(capture: Capture, diagnosis: Diagnosis,

@@ -40,6 +40,7 @@ from fabricase.placements import topology_of
 from fabricase.redact import gate
 
 if TYPE_CHECKING:
+    from fabricase.bundler.upload import UploadTarget
     from fabricase.config import Paths
     from fabricase.diagnosis import Diagnosis
     from fabricase.providers.base import PlannedRequest, Provider
@@ -274,27 +275,29 @@ def history(p: EscalationPlan, rec: Recorded, paths: Paths) -> dict[str, str]:
 
 
 def _draft(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
-           bundle_id: str | None, bundle_sha256: str | None = None) -> TicketDraft:
+           bundle_id: str | None, bundle_sha256: str | None = None,
+           full_bundle: Mapping[str, Any] | None = None) -> TicketDraft:
     from fabricase.templates.ruled_out import checks_run
 
     draft = make_draft(capture, analysis.findings, provider=p.template, symptom=p.symptom, severity=p.severity,
                        placements=located.placements, bundle_id=bundle_id,
                        escalation_id=rec.escalation.id if rec.escalation else None, checks=checks_run(capture.hosts),
                        hosts=located.hosts, diagnosis=analysis.diagnosis, history=rec.history,
-                       sent_severity=p.sent_severity, bundle_sha256=bundle_sha256)
+                       sent_severity=p.sent_severity, bundle_sha256=bundle_sha256, full_bundle=full_bundle)
     if p.warning:  # first, where the support engineer reads before anything else
         draft = dataclasses.replace(draft, body=f"Warning: {p.warning}.\n\n{draft.body}")
     return draft
 
 
 def bundle(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
-           out: Path) -> Bundle:
-    """The evidence bundle; the ticket inside it cannot know the bundle's own id, so it is rendered without."""
+           out: Path, *, form: str = "auto", upload: UploadTarget | None = None) -> Bundle:
+    """The evidence bundle; the ticket inside it cannot know the bundle's own id, so it is rendered without. form
+    and upload: escalate.build_bundle_for's (a summary bundle when the full one does not fit the desk)."""
     inner = _draft(capture, analysis, located, p, rec, None)
     return build_bundle_for(capture, analysis.findings, inner, out, placements=located.placements,
                             samples=analysis.samples, symptom=p.symptom, redactor=rec.redactor, hosts=located.hosts,
                             diagnosis=analysis.diagnosis,
-                            escalation_id=rec.escalation.id if rec.escalation else None)
+                            escalation_id=rec.escalation.id if rec.escalation else None, form=form, upload=upload)
 
 
 def render(capture: Capture, analysis: Analysis, located: Located, p: EscalationPlan, rec: Recorded,
@@ -303,7 +306,8 @@ def render(capture: Capture, analysis: Analysis, located: Located, p: Escalation
     fitted to the desk."""
     with b.path.open("rb") as fh:
         sha256 = hashlib.file_digest(fh, "sha256").hexdigest()
-    draft = redact_draft(_draft(capture, analysis, located, p, rec, b.bundle_id, sha256), rec.redactor)
+    draft = redact_draft(_draft(capture, analysis, located, p, rec, b.bundle_id, sha256,
+                                getattr(b, "full", None)), rec.redactor)
     return Rendered(draft, gate.outbound(fit_draft(draft, p.desk)))  # the gate runs on the final text
 
 
@@ -340,7 +344,8 @@ class _Run:
 
 def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, severity: Severity | None,
         dry_run: bool = False, pseudonymize: bool = False, force: bool = False,
-        existing: Escalation | None = None, owner: Mapping[str, Any] | None = None) -> _Run:
+        existing: Escalation | None = None, owner: Mapping[str, Any] | None = None, bundle_form: str = "auto",
+        upload: UploadTarget | None = None) -> _Run:
     """Every stage up to the rendered ticket, in order (filing is the caller's: only `open` files)."""
     from fabricase.providers import get_provider
 
@@ -358,7 +363,8 @@ def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, sev
                      owner=owner)
         rec = dataclasses.replace(rec, history=history(p, rec, paths))
     with clock("bundle"):
-        b = _named(bundle(capture, analysis, located, p, rec, paths.bundles / f".{_bundle_stem(capture, rec)}.partial"))
+        b = _named(bundle(capture, analysis, located, p, rec, paths.bundles / f".{_bundle_stem(capture, rec)}.partial",
+                          form=bundle_form, upload=upload))
     if rec.escalation is not None:
         from fabricase.tracker.store import Tracker
 
@@ -372,24 +378,26 @@ def run(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, sev
 
 def open_escalation(capture: Capture, paths: Paths, *, provider_name: str, symptom: str,
                     severity: Severity | None, dry_run: bool = False, pseudonymize: bool = False,
-                    force: bool = False) -> OpenResult:
+                    force: bool = False, bundle_form: str = "auto", upload: UploadTarget | None = None) -> OpenResult:
     """Locate, diagnose, plan, record, bundle, render, file and track one escalation for an existing capture. The
     result's `timings` say where the time went per stage (the desk, uploads included, under "file")."""
     from fabricase.filing import attempt
 
     with attempt() as owner:  # held from the record to the filing: no other `open` or `retry` files it meanwhile
         return _open(capture, paths, provider_name=provider_name, symptom=symptom, severity=severity,
-                     dry_run=dry_run, pseudonymize=pseudonymize, force=force, owner=owner)
+                     dry_run=dry_run, pseudonymize=pseudonymize, force=force, owner=owner,
+                     bundle_form=bundle_form, upload=upload)
 
 
 def _open(capture: Capture, paths: Paths, *, provider_name: str, symptom: str, severity: Severity | None,
-          dry_run: bool, pseudonymize: bool, force: bool, owner: Mapping[str, Any]) -> OpenResult:
+          dry_run: bool, pseudonymize: bool, force: bool, owner: Mapping[str, Any], bundle_form: str = "auto",
+          upload: UploadTarget | None = None) -> OpenResult:
     from fabricase.filing import file_escalation, filing_key_of
     from fabricase.providers.base import case_marker
     from fabricase.tracker.store import Tracker
 
     r = run(capture, paths, provider_name=provider_name, symptom=symptom, severity=severity, dry_run=dry_run,
-            pseudonymize=pseudonymize, force=force, owner=owner)
+            pseudonymize=pseudonymize, force=force, owner=owner, bundle_form=bundle_form, upload=upload)
     common = dict(placements=r.located.placements, diagnosis=r.analysis.diagnosis, resumed=r.recorded.resumed)
     provider = r.provider
     if r.recorded.escalation is None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fabricase import capture_write
 from fabricase.capturedir import (
     add_inputs,
     host_capture_from_stream,
@@ -76,10 +77,18 @@ class CollectOptions:
     user: str | None = None
     gateways: tuple[str, ...] = ()  # tree mode: hosts split among these, each running `fabricase relay`
     gateway_command: str = "fabricase"
+    kubeconfig: str | None = None  # --via k8s: the kubeconfig file (else KUBECONFIG, ~/.kube/config, in-cluster)
+    k8s_context: str | None = None  # its context (else the current one)
+    k8s_namespace: str = "fabricase"  # where the fabricase-node DaemonSet runs
+    k8s_debug_pods: bool = False  # enter nodes without a DaemonSet pod through a privileged debug pod
+    k8s_debug_image: str | None = None  # that pod's image (needs sh and nsenter)
 
 
 def default_via(targets: Targets) -> str:
-    """slurm for a running job's nodes (ssh once it has ended), local for this machine, else ssh."""
+    """k8s for Kubernetes nodes, slurm for a running job's nodes (ssh once it has ended), local for this machine,
+    else ssh."""
+    if getattr(targets, "k8s", None):
+        return "k8s"
     if targets.slurm is not None:
         return "slurm" if targets.slurm.running else "ssh"
     return "local" if all(is_local_name(h) for h in targets.hosts) else "ssh"
@@ -100,7 +109,7 @@ def _host_budget(plan: CapturePlan) -> float:
     return plan.interval_s + commands + 30
 
 
-def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str) -> None:
+def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int | None = None) -> None:
     stream = parse_stream(run.stdout)
     try:
         hc = host_capture_from_stream(run.host, stream, plan)
@@ -108,7 +117,7 @@ def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str) -> 
         hc = HostCapture(run.host, HostStatus.FAILED, transport, started_at=run.started_at,
                          finished_at=run.finished_at,
                          reason=f"capture stream: cannot be indexed ({type(exc).__name__}: {str(exc)[:200]})")
-        write_host(root, hc, run.stdout)
+        write_host(root, hc, run.stdout, version)
         return
     hc.transport, hc.started_at, hc.finished_at = transport, run.started_at, run.finished_at
     hc.status, hc.reason = run.status, run.reason
@@ -118,7 +127,7 @@ def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str) -> 
         hc.reason = f"capture stream: {stream.error}"
     elif run.status != HostStatus.OK and stream.items:
         hc.reason = f"{run.reason}; {len(stream.items)} items kept"
-    write_host(root, hc, run.stdout)
+    write_host(root, hc, run.stdout, version)
 
 
 def expand_globs(patterns: tuple[str, ...], option: str) -> list[Path]:
@@ -142,8 +151,8 @@ class _Recorder:
     PARALLEL_FROM = 16
     IN_FLIGHT_BYTES = 256 * 2**20
 
-    def __init__(self, root: Path, plan: CapturePlan, via: str, hosts: int) -> None:
-        self.root, self.plan, self.via = root, plan, via
+    def __init__(self, root: Path, plan: CapturePlan, via: str, hosts: int, version: int) -> None:
+        self.root, self.plan, self.via, self.version = root, plan, via, version
         self.pool: ProcessPoolExecutor | None = None
         self.futures: list[Future] = []
         self.in_flight = 0
@@ -155,14 +164,14 @@ class _Recorder:
 
     def record(self, run: HostRun) -> None:
         if self.pool is None:
-            _record_run(self.root, run, self.plan, self.via)
+            _record_run(self.root, run, self.plan, self.via, self.version)
             return
         size = len(run.stdout)
         with self.room:
             self.room.wait_for(lambda: self.in_flight == 0 or self.in_flight + size <= self.IN_FLIGHT_BYTES)
             self.in_flight += size
         # A copy: the pool pickles later, in its own thread, and the caller drops run.stdout meanwhile.
-        future = self.pool.submit(_record_run, self.root, dataclasses.replace(run), self.plan, self.via)
+        future = self.pool.submit(_record_run, self.root, dataclasses.replace(run), self.plan, self.via, self.version)
         future.add_done_callback(lambda _: self._release(size))
         self.futures.append(future)
 
@@ -183,27 +192,35 @@ class _Recorder:
 
 def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
             on_host: Callable[[HostRun], None] | None = None, transport: Transport | None = None,
-            verify: bool = True, load: bool = True) -> Capture | None:
-    """Capture every target host into a new capture directory and load it back (verified).
+            verify: bool = False, load: bool = True, capture_format: int | None = None) -> Capture | None:
+    """Capture every target host into a new capture directory and load it back.
 
-    `transport` overrides the one named by opts.via (tests and benchmarks: the fake transport)."""
+    Loaded unverified by default: every item was hashed from the bytes just written, and reading each one back
+    only to hash it again costs a full pass over the capture (verify is for captures from elsewhere). With format
+    3 the load reads each host's record and checks its index, and builds no item objects until a host is used.
+    `transport` overrides the one named by opts.via (tests and benchmarks: the fake transport);
+    `capture_format`: the format written, default capture_write.WRITTEN_VERSION (read at call time)."""
+    version = capture_format or capture_write.WRITTEN_VERSION
     plan = _plan(opts)
     nccl_logs = expand_globs(opts.nccl_logs, "--nccl-log")  # before any capture work: fail fast
     via = transport.name if transport else opts.via or default_via(targets)
     job = {"job": targets.slurm or targets.job} if via == "slurm" else {}
     transport = transport or get_transport(via, fanout=opts.fanout, deadline_s=opts.deadline_s,
                                            ssh_options=opts.ssh_options, user=opts.user, gateways=opts.gateways,
-                                           gateway_command=opts.gateway_command, **job)
+                                           gateway_command=opts.gateway_command, kubeconfig=opts.kubeconfig,
+                                           k8s_context=opts.k8s_context, k8s_namespace=opts.k8s_namespace,
+                                           k8s_debug_pods=opts.k8s_debug_pods,
+                                           k8s_debug_image=opts.k8s_debug_image, **job)
     root = prepare_capture_dir(out_dir)
     created = utc_now()
     write_capture_meta(root, plan=plan, targets={**targets.describe(), "via": via},
-                       hosts=list(targets.hosts), created_at=created)
+                       hosts=list(targets.hosts), created_at=created, version=version)
     if nccl_logs:
         add_inputs(root, "nccl-log", nccl_logs)
     script = compile_script(plan)
     timeout = opts.timeout_s or _host_budget(plan)
 
-    recorder = _Recorder(root, plan, via, len(targets.hosts))
+    recorder = _Recorder(root, plan, via, len(targets.hosts), version)
 
     def done(run: HostRun) -> None:
         recorder.record(run)
@@ -213,6 +230,10 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
 
     try:
         runs = transport.run(list(targets.hosts), script, timeout_s=timeout, on_done=done)
+        if hasattr(transport, "node_records"):  # --via k8s: providerID, zone, instance type, for locate
+            from fabricase.k8s.records import write_kubernetes_nodes
+
+            write_kubernetes_nodes(root, transport.node_records())
         interrupted = any(r.reason == "interrupted" for r in runs)
         if interrupted:
             for host in targets.hosts[len(runs):]:  # the rest are recorded as never reached

@@ -25,7 +25,7 @@ def _collect(tmp_path: Path, root: Path, **kw) -> Path:
 def test_collect_writes_a_verifiable_capture_directory(tmp_path, fake_root):
     out = _collect(tmp_path, fake_root)
     meta = json.loads((out / "capture.json").read_text())
-    assert meta["format"] == "fabricase-capture" and meta["format_version"] == 2
+    assert meta["format"] == "fabricase-capture" and meta["format_version"] == 3
     from fabricase.collectors import COLLECTORS
 
     assert set(meta["collectors"]) == {n for n, c in COLLECTORS.items() if not c.opt_in}

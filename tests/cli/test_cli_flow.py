@@ -49,7 +49,7 @@ def test_flipping_one_byte_of_any_member_fails_verify_and_names_it(run, tmp_path
         members = [m.name for m in tf.getmembers() if m.size > 0 and m.name != "MANIFEST.json"]
     picks = {"findings.json", "ticket.md", "summary.md", "report.html",
              next(m for m in members if m.endswith("stream.fc1")),
-             next(m for m in members if m.endswith("index.json"))}
+             next(m for m in members if m.endswith("index.fci"))}
     for member in sorted(picks):
         bad = tmp_path / "bad.tar.gz"
         _flip_member_byte(bundle, member, bad)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fabricase.bundler import build_bundle, extract_bundle, verify_bundle
+from fabricase.capture_index import INDEX_FILE, index_records, records_index
 from fabricase.capturedir import host_capture_from_stream, load_capture, write_capture_meta, write_host
 from fabricase.collectors.framing import parse_stream
 from fabricase.collectors.plan import CapturePlan
@@ -34,15 +35,29 @@ def stream(*frames: bytes, complete: bool = True) -> bytes:
     return body + (b"@@FC1 E 0 1800000000.1 1000.1\n@@FC1 END\n" if complete else b"")
 
 
-def capture(root: Path, streams: dict[str, bytes], status: HostStatus = HostStatus.OK) -> Path:
+def capture(root: Path, streams: dict[str, bytes], status: HostStatus = HostStatus.OK,
+            version: int | None = None) -> Path:
     root.mkdir(parents=True)
     write_capture_meta(root, plan=PLAN, targets={"nodeset": "gpu[001-002]", "via": "local"},
-                       hosts=list(streams), created_at="2026-12-01T00:00:00Z")
+                       hosts=list(streams), created_at="2026-12-01T00:00:00Z", version=version)
     for host, raw in streams.items():
         hc = host_capture_from_stream(host, parse_stream(raw), PLAN)
         hc.status, hc.transport = status, "local"
-        write_host(root, hc, raw)
+        write_host(root, hc, raw, version=version)
     return root
+
+
+def _edit_index(cap: Path, host: str, edit) -> None:
+    """Apply `edit` to the host's index records, whichever format holds them (index.json or index.fci)."""
+    hdir = cap / "hosts" / host
+    if (hdir / INDEX_FILE).exists():
+        items = index_records((hdir / INDEX_FILE).read_bytes())
+        edit(items)
+        (hdir / INDEX_FILE).write_bytes(records_index(items))
+        return
+    doc = json.loads((hdir / "index.json").read_text())
+    edit(doc["items"])
+    (hdir / "index.json").write_text(json.dumps(doc))
 
 
 def members(bundle: Path) -> dict[str, bytes]:
@@ -134,12 +149,14 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
-def test_an_index_that_points_nowhere_stops_the_bundle(tmp_path):
-    cap = capture(tmp_path / "cap", {"gpu001": stream(frame("command", "cmd:env", b"A=1\n"))})
-    index = cap / "hosts" / "gpu001" / "index.json"
-    doc = json.loads(index.read_text())
-    doc["items"][0]["offset"] += 1
-    index.write_text(json.dumps(doc))
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_index_that_points_nowhere_stops_the_bundle(tmp_path, version):
+    cap = capture(tmp_path / "cap", {"gpu001": stream(frame("command", "cmd:env", b"A=1\n"))}, version=version)
+
+    def shift(items: list[dict]) -> None:
+        items[0]["offset"] += 1
+
+    _edit_index(cap, "gpu001", shift)
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(BundleError, match="does not point at an item of the stream") as err:
@@ -164,15 +181,21 @@ def test_redaction_json_cannot_be_an_extra(tmp_path):
     assert build_bundle(cap, tmp_path / "c.tgz", extra={"redaction.json": b"{}"}, mtime=MTIME).members
 
 
-def test_a_capture_without_secrets_bundles_the_same_files_plus_the_report(tmp_path):
-    cap = capture(tmp_path / "cap", {"gpu001": stream(frame("file", "/proc/net/snmp", b"Ip: 1 64\n"))})
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_capture_without_secrets_bundles_the_same_files_plus_the_report(tmp_path, version):
+    cap = capture(tmp_path / "cap", {"gpu001": stream(frame("file", "/proc/net/snmp", b"Ip: 1 64\n"))},
+                  version=version)
+    index = "capture/hosts/gpu001/" + ("index.json" if version == 2 else INDEX_FILE)
     plain = members(build_bundle(cap, tmp_path / "a.tgz", extra={"x.md": b"x\n"}, mtime=MTIME).path)
     redacted = members(build_bundle(cap, tmp_path / "b.tgz", extra={"x.md": b"x\n"}, mtime=MTIME,
                                     redactor=Redactor()).path)
     report = json.loads(redacted.pop("redaction.json"))
     assert (report["totals"], report["members"], report["pseudonymized"]) == ({}, {}, False)
-    for name in set(plain) - {"MANIFEST.json", "capture/hosts/gpu001/index.json", "capture/capture.json"}:
+    for name in set(plain) - {"MANIFEST.json", index, "capture/capture.json"}:
         assert redacted[name] == plain[name], name
-    # index.json and capture.json are re-encoded, with the same content.
-    for name in ("capture/hosts/gpu001/index.json", "capture/capture.json"):
-        assert json.loads(redacted[name]) == json.loads(plain[name])
+    # The index and capture.json are re-encoded, with the same content.
+    assert json.loads(redacted["capture/capture.json"]) == json.loads(plain["capture/capture.json"])
+    if version == 2:
+        assert json.loads(redacted[index]) == json.loads(plain[index])
+    else:
+        assert index_records(redacted[index]) == index_records(plain[index])

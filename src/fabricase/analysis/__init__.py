@@ -6,6 +6,7 @@ Pure: the same capture gives the same findings, in the same order, on any machin
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -13,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricase.analysis import ethernet, gpu, kernel, pcie, perf, rdma, rules
-from fabricase.analysis.fleet import fleet_inputs
+from fabricase.analysis.fleet import FleetGroups, fleet_groups, fleet_inputs
 from fabricase.analysis.nccl import nccl_findings
 from fabricase.analysis.netdev import netdev_samples
+from fabricase.analysis.pool import map_hosts
 from fabricase.analysis.rates import note_host, settle_counters
 from fabricase.analysis.rules import Rule
 from fabricase.errors import CaptureError, ParseError
@@ -85,6 +87,9 @@ class HostAnalysisError(CaptureError):
     def __init__(self, host: str, stage: str, reason: str) -> None:
         super().__init__(f"analysis: {reason}", where=host)
         self.host, self.stage, self.reason = host, stage, reason
+
+    def __reduce__(self) -> tuple:  # crosses the analysis pool's pipe (analysis.pool)
+        return type(self), (self.host, self.stage, self.reason)
 
 
 def _rule_name(rule: Rule) -> str:
@@ -215,15 +220,14 @@ def _nccl_links(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _fleet_findings(capture: Capture, results: dict[str, _HostResult]) -> list[Finding]:
+def _fleet_findings(capture: Capture, results: dict[str, _HostResult], prepared: FleetGroups) -> list[Finding]:
     """Findings that need every host at once: fleet statistics, configuration drift, perf outliers across
     hosts, and the job's NCCL logs."""
     from fabricase.analysis.drift import config_drift_findings
     from fabricase.analysis.fleet import fleet_findings
     from fabricase.parsers.nccl_log import parse_nccl_log
 
-    intervals = {hc.host: hc.interval_s or capture.interval_s for hc in capture.hosts}
-    out = fleet_findings({host: r.samples for host, r in results.items()}, intervals=intervals)
+    out = fleet_findings({host: r.samples for host, r in results.items()}, prepared=prepared)
     configs = {host: r.config for host, r in results.items() if r.config is not None}
     if len(configs) >= 4:  # drift needs a majority to differ from
         out += config_drift_findings(configs)
@@ -264,20 +268,24 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
     A host whose items make a parser, a rule or `per_host` raise is marked on the capture itself: status
     failed, reason `analysis: <stage>: <error> (after reading <item>; <line>)`, so that every later stage (the
     diagnosis, the terminal, the ticket) shows it; it has no findings and no samples, and the rest of the fleet
-    is analyzed as if it had not been captured."""
-    from fabricase.analysis.fleet import judgeable_families
+    is analyzed as if it had not been captured.
+
+    Hosts are analyzed in a pool of processes when the fleet is large enough (analysis.pool; the results, host
+    marks included, are those of a serial run): `per_host`'s results must then pickle."""
     from fabricase.analysis.topology import shared_component_findings
 
     host_findings: list[Finding] = []
     results: dict[str, _HostResult] = {}
-    for hc in capture.hosts:
-        try:
-            result = _analyze_host(hc, per_host=per_host)
-        except HostAnalysisError as error:
+    hosts = list(capture.hosts)
+    outcomes = map_hosts(hosts, functools.partial(_analyze_host, per_host=per_host), catch=(HostAnalysisError,))
+    for hc, outcome in zip(hosts, outcomes, strict=True):
+        if isinstance(outcome.error, HostAnalysisError):
             # One bad host never stops a fleet: it is marked failed (its findings and samples left out, so
             # fleet statistics skip it) and the others are analyzed.
-            _mark_failed(hc, error)
+            _mark_failed(hc, outcome.error)
             continue
+        result = outcome.value
+        assert result is not None
         results[hc.host] = result
         host_findings += result.findings
         if per_host_out is not None:
@@ -285,7 +293,10 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
     samples = {host: r.samples for host, r in results.items()}
     if samples_out is not None:
         samples_out.update(samples)
-    fleet = _fleet_findings(capture, results)
+    intervals = {hc.host: hc.interval_s or capture.interval_s for hc in hosts}
+    # One gathering for the fleet and the switch tests; the samples are fleet_inputs already (_analyze_host).
+    prepared = fleet_groups(samples, intervals=intervals, inputs=True)
+    fleet = _fleet_findings(capture, results, prepared)
     findings = host_findings + fleet
     shared: list[Finding] = []
     if topology:
@@ -293,10 +304,10 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
         # one switch, and that is the signal the switch test looks for.
         from fabricase.analysis.fleet import port_groups
 
-        ports = port_groups(samples, intervals={hc.host: hc.interval_s or capture.interval_s for hc in capture.hosts})
-        shared, findings = shared_component_findings(findings, topology, [hc.host for hc in capture.hosts],
+        ports = port_groups(samples, prepared=prepared)
+        shared, findings = shared_component_findings(findings, topology, [hc.host for hc in hosts],
                                                      port_groups=ports)
-    findings = _background(findings, fleet, judgeable_families(samples))
+    findings = _background(findings, fleet, prepared.judgeable)  # judgeable_families(samples)
     return sort_findings(_nccl_links(findings) + shared)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -72,3 +73,19 @@ def per_samples(hc: HostCapture, key: str, samples: list[Any], build: Callable[[
     value = build()
     hc.cache[key] = (samples, value)
     return value
+
+
+def by_family(hc: HostCapture, samples: list[Any]) -> dict[str, list[Any]]:
+    """The samples by their component's family with its colon ("netdev:", "rdma:"; a component without a colon is
+    its own key), each list in the samples' order; built once per host for this samples list. Every domain's rules
+    group the samples of its family, and a host has hundreds of samples: one pass here, not one per domain. The
+    result is shared: callers must not change it."""
+    return per_samples(hc, "sample_families", samples, lambda: _families(samples))
+
+
+def _families(samples: list[Any]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = defaultdict(list)
+    for s in samples:
+        head, colon, _ = s.component.partition(":")
+        out[head + colon].append(s)
+    return dict(out)

@@ -3,11 +3,13 @@ module gauges, and the rules phy-errors, pfc-storm, nic-discards and link-speed-
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from collections import defaultdict
 
-from fabricase.analysis._items import HostItems
-from fabricase.analysis.rates import counter_delta, physical_max_rate
+from fabricase.analysis._items import HostItems, by_family, per_samples
+from fabricase.analysis.rates import counter_delta, increase_limit, physical_max_rate
 from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
 from fabricase.parsers.ethtool import (
     parse_ethtool_driver,
@@ -105,34 +107,69 @@ def _sum(counters: dict[str, int] | None, names: tuple[str, ...]) -> int | None:
 def normalize(c0: dict[str, int] | None, c1: dict[str, int] | None) -> dict[str, tuple[str, ...]]:
     """{normalized metric: the raw counters behind it} for one port, chosen from its latest snapshot."""
     latest = c1 if c1 else (c0 or {})
+    return dict(_chosen(tuple(latest)))
+
+
+@functools.lru_cache(maxsize=256)  # every port of a fleet has one of a few drivers' counter layouts
+def _chosen(latest: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """normalize's choice for a port whose latest counters have these names, as (metric, raw counters) pairs."""
+    present = frozenset(latest)
     chosen = {}
     for metric, alternatives in ETHTOOL_MAP.items():
         for alt in alternatives:
-            present = tuple(n for n in alt if n in latest)
-            if present:
-                chosen[metric] = present
+            found = tuple(n for n in alt if n in present)
+            if found:
+                chosen[metric] = found
                 break
-    return chosen
+    return tuple(chosen.items())
 
 
 def _sections(items: HostItems, source: str, snapshot: int = 0) -> dict[str, str]:
     return split_sections(items.text(source, snapshot))[0]
 
 
+@functools.lru_cache(maxsize=1 << 14)  # every port of a fleet has the same driver counter names
+def _per_queue_cached(name: str) -> bool:
+    return _PER_QUEUE.match(name) is not None
+
+
+def _per_queue(name: str) -> bool:
+    """A per-queue counter (rx3_packets, ch5_events): the analysis skips them."""
+    return _per_queue_cached(name) if len(name) <= 100 else _PER_QUEUE.match(name) is not None
+
+
+@functools.lru_cache(maxsize=256)  # keyed by the two snapshots' counter names: a fleet has a few layouts
+def _raw_metrics(names0: tuple[str, ...], names1: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(driver name, `raw:<name>`) of every port-level counter of either snapshot, in name order."""
+    return tuple((name, f"raw:{name}") for name in sorted({*names0, *names1}) if not _per_queue(name))
+
+
 def _counter_samples(hc: HostCapture, port: str, c0: dict | None, c1: dict | None,
                      line_gbps: float | None = None) -> list[MetricSample]:
-    component, out, interval = f"netdev:{port}", [], hc.interval_s
+    component, out, interval, host = f"netdev:{port}", [], hc.interval_s, hc.host
+    valid = interval is not None and math.isfinite(interval) and interval > 0
+    limits: dict[str, float | None] = {}  # unit -> the largest possible increase: ~150 counters in a few units
 
     def sample(metric: str, v0: int | None, v1: int | None, unit: str) -> MetricSample:
+        """counter_delta's sample, with its common case inlined (both readings, no drop): a fleet has millions."""
+        if unit not in limits:
+            fastest = physical_max_rate(unit, line_gbps)
+            limits[unit] = increase_limit(interval, fastest)
+        if v0 is not None and v1 is not None and v1 >= v0:
+            delta, limit = v1 - v0, limits[unit]
+            if limit is not None and delta > limit:
+                return MetricSample(host, component, metric, v1, unit, STATS, None, None, "implausible")
+            return MetricSample(host, component, metric, v1, unit, STATS, delta,
+                                delta / interval if valid else None, None)  # type: ignore[operator]
         d = counter_delta(v0, v1, interval, max_rate=physical_max_rate(unit, line_gbps))
-        return MetricSample(hc.host, component, metric, v1 if v1 is not None else v0, unit, STATS, d.delta, d.rate,
+        return MetricSample(host, component, metric, v1 if v1 is not None else v0, unit, STATS, d.delta, d.rate,
                             d.note)
 
     for metric, raws in normalize(c0, c1).items():
         out.append(sample(metric, _sum(c0, raws), _sum(c1, raws), _unit(metric)))
-    for name in sorted(set(c0 or ()) | set(c1 or ())):
-        if not _PER_QUEUE.match(name):
-            out.append(sample(f"raw:{name}", (c0 or {}).get(name), (c1 or {}).get(name), "count"))
+    r0, r1 = c0 or {}, c1 or {}
+    for name, metric in _raw_metrics(tuple(r0), tuple(r1)):
+        out.append(sample(metric, r0.get(name), r1.get(name), "count"))
     by_metric = {s.metric: s for s in out}
     bits = by_metric.get("phy.rx_bits")
     if bits is not None and bits.delta:
@@ -186,9 +223,14 @@ def samples(hc: HostCapture) -> list[MetricSample]:
     return out + _gauge_samples(hc, items)
 
 
-def _ports(samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+def _ports(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+    """{port: {metric: sample}} of the ethtool samples, built once per host for every rule (shared: read only)."""
+    return per_samples(hc, "ethernet_ports", samples, lambda: _group_ports(hc, samples))
+
+
+def _group_ports(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
     ports: dict[str, dict[str, MetricSample]] = defaultdict(dict)
-    for s in samples:
+    for s in by_family(hc, samples).get("netdev:", ()):
         if s.component.startswith("netdev:") and s.source and s.source.startswith("cmd:ethtool-"):
             ports[s.component.removeprefix("netdev:")][s.metric] = s
     return {port: ports[port] for port in sorted(ports)}
@@ -218,7 +260,7 @@ def _evidence(sample: MetricSample) -> Evidence:
 def _counter_rule(hc: HostCapture, samples: list[MetricSample], metrics_checked: tuple[str, ...], kind: str,
                   severity: Severity, confidence: float, extra=None) -> list[Finding]:
     findings = []
-    for port, metrics in _ports(samples).items():
+    for port, metrics in _ports(hc, samples).items():
         grown = [s for name in metrics_checked if (s := _grown(metrics, name))]
         if not grown:
             continue
@@ -258,7 +300,7 @@ def _impossible_wrap(paused: MetricSample, interval_s: float) -> bool:
 def pfc_storm(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """Pause-storm events, or a priority paused for more than PFC_PAUSE_SHARE of the interval."""
     findings = []
-    for port, metrics in _ports(samples).items():
+    for port, metrics in _ports(hc, samples).items():
         parts, evidence = [], []
         storm = _grown(metrics, "pfc.pause_storm_events")
         if storm:

@@ -18,6 +18,18 @@ from typing import NamedTuple
 import numpy as np
 
 from fabricase.analysis import stats
+from fabricase.analysis.fleet_continuous import (
+    _NOUN,
+    CONTINUOUS_FLOORS,
+    CONTINUOUS_PREFIXES,
+    Z_MIN,
+    _fmt,
+    _fmt_q,
+    _sig,
+    continuous_blocks,
+    continuous_findings,
+    is_continuous_metric,
+)  # fmt: skip
 from fabricase.models import Evidence, Finding, MetricSample, Severity
 
 __all__ = [
@@ -58,35 +70,6 @@ TRAFFIC_METRICS: tuple[str, ...] = ("rx.bytes", "tx.bytes", "rx_bytes", "tx_byte
 IDLE_FLOOR = 0.01  # a component's GB exposure is at least this share of the group's median (idle NICs)
 CRITICAL_Q = 1e-6
 CRITICAL_RATIO = 100.0
-_NOUN = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
-
-
-# Continuous measures judged with robust z-scores (median/MAD) instead of a count test: pause and congestion
-# signalling rates. They are not faults by themselves; one port far above the fleet is (a PFC storm, a hotspot).
-CONTINUOUS_PREFIXES: tuple[str, ...] = ("pause.", "pfc.", "cnp.", "ecn.")
-# A robust z (of log(1 + rate)) below this is never reported, whatever its q: fleets are heavier-tailed than
-# normal. 3.5 on the log scale is about 100x the fleet's median rate when the fleet spreads like real ones do.
-Z_MIN = 3.5
-# The least rate (per second) worth reporting, whatever the z: a quiet fleet makes a trickle look extreme, and
-# congested but working RoCE fabrics pause a few percent of the time. Pause time: a tenth of the time paused (the
-# pfc-storm rule's share). Pause frames: 1,000 a second (one 65,535-quanta pause lasts 84 us at 400 Gb/s, so a
-# tenth of the time is about 1,200 frames a second). CNPs and ECN marks: 10,000 a second.
-CONTINUOUS_FLOORS: tuple[tuple[str, float], ...] = (
-    ("pfc.rx_pause_us", 100_000.0), ("pfc.tx_pause_us", 100_000.0), ("cnp.", 10_000.0), ("ecn.", 10_000.0),
-    ("", 1_000.0),
-)  # fmt: skip
-# Severity by what stood out: time paused stalls the fabric (major); pause frames alone can be many short pauses
-# (minor); CNPs and ECN marks are congestion signalling doing its job, context for the engineer (info).
-_PAUSE_TIME = ("pfc.rx_pause_us", "pfc.tx_pause_us")
-_SIGNALLING = ("cnp.", "ecn.")
-
-
-def is_continuous_metric(metric: str) -> bool:
-    return metric.startswith(CONTINUOUS_PREFIXES) and "storm" not in metric
-
-
-def _floor(metric: str) -> float:
-    return next(floor for prefix, floor in CONTINUOUS_FLOORS if metric.startswith(prefix))
 
 
 def is_error_metric(metric: str) -> bool:
@@ -101,27 +84,6 @@ def is_traffic_scaled(metric: str) -> bool:
 
 def _family(component: str) -> str:
     return component.split(":", 1)[0]
-
-
-def _sig(x: float, digits: int = 4) -> float:
-    """Rounded to `digits` significant digits: stable, readable JSON."""
-    if x == 0 or not math.isfinite(x):
-        return float(x)
-    return float(f"{x:.{digits - 1}e}")
-
-
-def _fmt(x: float) -> str:
-    if x == 0:
-        return "0"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    if abs(x) >= 0.01:
-        return f"{x:.3g}"
-    return f"{x:.2g}"
-
-
-def _fmt_q(q: float) -> str:
-    return f"{q:.1g}" if q < 0.001 else f"{q:.2g}"
 
 
 def _host_intervals(hosts_samples: Mapping[str, list[MetricSample]],
@@ -220,15 +182,27 @@ _CLASS_UNITS = {"link.speed_gbps": "Gb/s", "speed": "Mb/s"}
 _CLASS_NAMES = frozenset(m for metrics in CLASS_METRICS.values() for m in metrics)
 
 
+_NEVER, _COUNTER, _ALWAYS = 0, 1, 2
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a fleet's components and metrics repeat from host to host
+def _input_kind(component: str, metric: str) -> int:
+    """Whether fleet_inputs keeps a sample of this component and metric: a class gauge always (_ALWAYS), a
+    traffic, error or continuous counter when it has a delta (_COUNTER), anything else never."""
+    if metric in _CLASS_NAMES:
+        return _ALWAYS
+    if metric in TRAFFIC_METRICS or _group_of(component, metric) is not None or is_continuous_metric(metric):
+        return _COUNTER
+    return _NEVER
+
+
 def fleet_inputs(samples: Iterable[MetricSample]) -> list[MetricSample]:
     """The samples fleet statistics read: error and traffic counters that moved, or could have, and the gauges
     that make components comparable (CLASS_METRICS). A raw counter already present under its normalized name
     (same component, same source) is left out: one counter is one test, or Benjamini-Hochberg would pay twice
     for it and the evidence would say it twice."""
-    kept = [s for s in samples if (s.delta is not None and (s.metric in TRAFFIC_METRICS
-                                                            or _group_of(s.component, s.metric) is not None
-                                                            or is_continuous_metric(s.metric)))
-            or s.metric in _CLASS_NAMES]
+    kind = _input_kind
+    kept = [s for s in samples if (k := kind(s.component, s.metric)) == _ALWAYS or (k and s.delta is not None)]
     normalized = {(s.component, s.source) for s in kept if not s.metric.startswith("raw:")}
     return [s for s in kept if not s.metric.startswith("raw:") or (s.component, s.source) not in normalized]
 
@@ -256,15 +230,43 @@ def judgeable_families(hosts_samples: Mapping[str, Iterable[MetricSample]], min_
     return {family for family, comps in members.items() if len(comps) >= min_group}
 
 
-def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha: float = 0.01,
-                   min_group: int = 8, intervals: Mapping[str, float] | None = None) -> list[Finding]:
-    """`fleet-outlier` findings (one per component with some error metric at q <= alpha), or one
-    `fleet-too-small` info finding when a group could not be judged; deterministic order (host, component)."""
-    hosts_samples = {h: fleet_inputs(v) for h, v in sorted(hosts_samples.items())}
-    groups, continuous = _gather(hosts_samples, intervals)
-    blocks, small, judged_families, untested = _count_blocks(groups, min_group)
+@dataclass
+class FleetGroups:
+    """The comparable groups of a capture and their count tests, gathered once: fleet_findings and port_groups
+    (the shared-component test) read the same ones, and gathering walks every sample of the fleet."""
 
-    zblocks = _continuous_blocks(continuous, min_group)
+    continuous: dict[GroupKey, dict[tuple[str, str], MetricSample]]
+    blocks: list[_CountBlock]
+    small: list[tuple[str, int]]
+    judged_families: set[str]
+    untested: int
+    min_group: int
+    judgeable: set[str]  # judgeable_families of the same samples and min_group
+
+
+def fleet_groups(hosts_samples: Mapping[str, Iterable[MetricSample]], *, min_group: int = 8,
+                 intervals: Mapping[str, float] | None = None, inputs: bool = False) -> FleetGroups:
+    """Gather and test the capture's comparable groups once, for fleet_findings(prepared=) and
+    port_groups(prepared=). `inputs`: the samples are fleet_inputs' output already (analyze's hosts), so they
+    are not filtered again (fleet_inputs of its own output is that output)."""
+    hosts_samples = {h: v if inputs else fleet_inputs(v) for h, v in sorted(hosts_samples.items())}
+    groups, continuous, members = _gather(hosts_samples, intervals)  # type: ignore[arg-type]
+    blocks, small, judged_families, untested = _count_blocks(groups, min_group)
+    judgeable = {family for family, comps in members.items() if len(comps) >= min_group}
+    return FleetGroups(continuous, blocks, small, judged_families, untested, min_group, judgeable)
+
+
+def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha: float = 0.01,
+                   min_group: int = 8, intervals: Mapping[str, float] | None = None,
+                   prepared: FleetGroups | None = None) -> list[Finding]:
+    """`fleet-outlier` findings (one per component with some error metric at q <= alpha), or one
+    `fleet-too-small` info finding when a group could not be judged; deterministic order (host, component).
+    `prepared`: fleet_groups of the same samples, intervals and min_group, when the caller has it already."""
+    prepared = prepared or fleet_groups(hosts_samples, min_group=min_group, intervals=intervals)
+    continuous, blocks, small = prepared.continuous, prepared.blocks, prepared.small
+    judged_families, untested = prepared.judged_families, prepared.untested
+
+    zblocks = continuous_blocks(continuous, min_group)
     findings: list[Finding] = []
     if blocks or zblocks:
         all_p = np.concatenate([b.test.pvalues for b in blocks] + [np.ones(untested)] + [b.p for b in zblocks])
@@ -288,7 +290,7 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
         for (host, component), found in sorted(hits.items()):
             found.sort(key=lambda h: (h.q, h.key))
             findings.append(_finding(host, component, found, efa))
-        findings += _continuous_findings(zblocks, all_q[offset + untested:], alpha, efa)
+        findings += continuous_findings(zblocks, all_q[offset + untested:], alpha, efa)
 
     # Said only when some error counter moved in a group too small to judge, of a family that could not be judged
     # at all: a quiet small fleet needs no note, nor does one odd port (a downshifted link) in a large fleet.
@@ -308,14 +310,17 @@ _Groups = dict[GroupKey, dict[tuple[str, str], _Member]]
 
 
 def _gather(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[str, float] | None,
-            ) -> tuple[_Groups, dict[GroupKey, dict[tuple[str, str], MetricSample]]]:
-    """The comparable groups of the capture: error counters (with interval and GB moved) and continuous rates."""
+            ) -> tuple[_Groups, dict[GroupKey, dict[tuple[str, str], MetricSample]], dict[str, set[tuple[str, str]]]]:
+    """The comparable groups of the capture: error counters (with interval and GB moved) and continuous rates;
+    and by family the components with error counters (judgeable_families, in the same pass)."""
     host_interval = _host_intervals(hosts_samples, intervals)
+    members: dict[str, set[tuple[str, str]]] = defaultdict(set)
 
     # group -> (host, component) -> (sample, interval, GB moved); the first sample of a (host, component)
     # wins when a counter was read from two sources.
     groups: dict[GroupKey, dict[tuple[str, str], _Member]] = {}
     continuous: dict[GroupKey, dict[tuple[str, str], MetricSample]] = {}
+    keys: dict[tuple[tuple[str, str], str], GroupKey] = {}  # made once each: a fleet has millions of samples
     for host, samples in hosts_samples.items():
         classes = _classes(samples)
         traffic: dict[str, float] = {}
@@ -325,15 +330,22 @@ def _gather(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[
         default_interval = host_interval.get(host)
         for s in samples:
             delta = s.delta
-            if delta is None or delta < 0:
+            if delta is None:
                 continue
             family_metric = _group_of(s.component, s.metric)
+            if family_metric is not None:
+                members[family_metric[0]].add((host, s.component))
+            if delta < 0:
+                continue
             if family_metric is None:
                 if s.rate is not None and is_continuous_metric(s.metric):
                     ckey = GroupKey(_family(s.component), s.metric, classes.get(s.component, ""))
                     continuous.setdefault(ckey, {}).setdefault((host, s.component), s)
                 continue
-            key = GroupKey(*family_metric, classes.get(s.component, ""))
+            cls = classes.get(s.component, "")
+            key = keys.get((family_metric, cls))
+            if key is None:
+                key = keys[(family_metric, cls)] = GroupKey(*family_metric, cls)
             rate = s.rate
             interval = delta / rate if rate and delta > 0 and rate > 0 else default_interval
             if interval is None or not interval > 0:
@@ -343,7 +355,7 @@ def _gather(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[
             if group is None:
                 group = groups[key] = {}
             group.setdefault((host, s.component), _Member(s, interval, None if gb is None else gb / 1e9))
-    return groups, continuous
+    return groups, continuous, members
 
 
 def _count_blocks(groups: _Groups, min_group: int,
@@ -396,15 +408,14 @@ class PortGroup:
 
 
 def port_groups(hosts_samples: Mapping[str, Iterable[MetricSample]], *, min_group: int = 8,
-                intervals: Mapping[str, float] | None = None) -> list[PortGroup]:
+                intervals: Mapping[str, float] | None = None, prepared: FleetGroups | None = None,
+                ) -> list[PortGroup]:
     """Every judged group of error counters in which something moved: the per-port evidence the shared-component
     test (analysis.topology.port_switch_tests) compares under one switch with the fleet outside it. Same groups,
     exposures and robust subset as fleet_findings."""
-    hosts_samples = {h: fleet_inputs(v) for h, v in sorted(hosts_samples.items())}
-    groups, _ = _gather(hosts_samples, intervals)
-    blocks, _, _, _ = _count_blocks(groups, min_group)
+    prepared = prepared or fleet_groups(hosts_samples, min_group=min_group, intervals=intervals)
     return [PortGroup(b.key.metric, tuple(b.order), b.counts, b.exposure, b.test.subset,
-                      np.fromiter((r.interval for r in b.rows), float, b.n)) for b in blocks]
+                      np.fromiter((r.interval for r in b.rows), float, b.n)) for b in prepared.blocks]
 
 
 def _finding(host: str, component: str, found: list[_Hit], efa: float) -> Finding:
@@ -439,86 +450,3 @@ def _finding(host: str, component: str, found: list[_Hit], efa: float) -> Findin
     )
     return Finding(kind="fleet-outlier", severity=severity, host=host, component=component, summary=summary,
                    evidence=evidence, confidence=_sig(1.0 - best_q, 6), q_value=_sig(best_q))
-
-
-class _ZBlock:
-    """One group of a continuous measure: its members in order, their rates, robust z and one-sided p."""
-
-    __slots__ = ("key", "median", "order", "p", "rates", "samples", "z")
-
-    def __init__(self, key: GroupKey, order: list[tuple[str, str]], samples: list[MetricSample]):
-        self.key, self.order, self.samples = key, order, samples
-        self.rates = np.fromiter((s.rate for s in samples), float, len(samples))
-        # On a log scale: rates span orders of magnitude across a healthy fleet (a heavy right tail), and a
-        # linear MAD would make every busy port an outlier.
-        self.z = stats.robust_z(np.log1p(np.maximum(self.rates, 0.0)))
-        self.p = stats.normal_upper_tail(self.z)
-        self.median = float(np.median(self.rates))
-
-
-def _continuous_blocks(continuous: dict, min_group: int) -> list[_ZBlock]:
-    out = []
-    for key in sorted(continuous):
-        members = continuous[key]
-        if len(members) >= min_group:
-            order = sorted(members)
-            out.append(_ZBlock(key, order, [members[k] for k in order]))
-    return out
-
-
-class _ZHit(NamedTuple):
-    q: float
-    block: _ZBlock
-    index: int
-
-
-def _continuous_findings(zblocks: list[_ZBlock], q_all: np.ndarray, alpha: float, efa: float) -> list[Finding]:
-    """`congestion-outlier` findings: a pause or congestion-signalling rate far above the comparable fleet."""
-    hits: dict[tuple[str, str], list[_ZHit]] = defaultdict(list)
-    offset = 0
-    for b in zblocks:
-        n = len(b.order)
-        q = q_all[offset:offset + n]
-        floor = _floor(b.key[1])
-        for i in np.flatnonzero((q <= alpha) & (b.z >= Z_MIN) & (b.rates >= floor)):
-            hits[b.order[i]].append(_ZHit(float(q[i]), b, int(i)))
-        offset += n
-    findings = []
-    for (host, component), found in sorted(hits.items()):
-        found.sort(key=lambda h: (h.q, h.block.key))
-        evidence: list[Evidence] = []
-        for q, b, i in found:
-            s = b.samples[i]
-            evidence += [
-                Evidence(f"{b.key[1]}.rate", _sig(float(b.rates[i])), f"{s.unit}/s", baseline=_sig(b.median),
-                         source=s.source, snapshot=1),
-                Evidence(f"{b.key[1]}.robust_z", _sig(float(b.z[i])), "z", baseline=0),
-                Evidence(f"{b.key[1]}.q_value", _sig(q), "probability"),
-            ]
-        q0, b, i = found[0]
-        family, metric, cls = b.key
-        n = len(b.order)
-        evidence.append(Evidence("fleet.comparable_components", n, "components"))
-        if cls:
-            evidence.append(Evidence("fleet.comparable_class", cls, "class"))
-        evidence.append(Evidence("fleet.expected_false_alarms", _sig(efa), "findings"))
-        names = [h.block.key.metric for h in found]
-        if any(m.startswith(_PAUSE_TIME) for m in names):
-            severity = Severity.MAJOR
-            why = "; a port paused this long stalls every flow through its switch (PFC storm)"
-        elif all(m.startswith(_SIGNALLING) for m in names):
-            severity = Severity.INFO
-            why = "; a congestion hotspot: congestion control is slowing the flows through this port"
-        else:
-            severity = Severity.MINOR
-            why = "; many pause frames, though not for long: watch for a storm"
-        more = f"; {len(found) - 1} more rate(s) also stand out" if len(found) > 1 else ""
-        summary = (
-            f"{component} on {host}: {metric} at {_fmt(float(b.rates[i]))}/s against a fleet median of "
-            f"{_fmt(b.median)}/s across {n:,} {f'{cls} ' if cls else ''}{_NOUN.get(family, 'components')} "
-            f"(robust z = {_fmt(float(b.z[i]))}, q = {_fmt_q(q0)}){more}{why}"
-        )
-        findings.append(Finding(kind="congestion-outlier", severity=severity,
-                                host=host, component=component, summary=summary, evidence=evidence,
-                                confidence=_sig(1.0 - q0, 6), q_value=_sig(q0)))
-    return findings

@@ -4,6 +4,7 @@ over them. Components: gpu:<index>, nvlink:<gpu>/<link>, nvswitch:<pci address>,
 from __future__ import annotations
 
 import functools
+import math
 from collections import defaultdict
 
 from fabricase.analysis._items import HostItems, per_samples
@@ -107,6 +108,7 @@ def _nvlink_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
                                         NVLINK_STATUS))  # fmt: skip
     first, last = (parse_nvlink_errors(items.text(NVLINK_ERRORS, s)) for s in (0, 1))
     interval, host = hc.interval_s, hc.host
+    valid = interval is not None and math.isfinite(interval) and interval > 0
     for index in sorted(set(first.gpus) | set(last.gpus)):
         links0 = first.gpus[index].links if index in first.gpus else {}
         links1 = last.gpus[index].links if index in last.gpus else {}
@@ -116,6 +118,11 @@ def _nvlink_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
             comp = f"nvlink:{index}/{number}"
             for name in sorted(c0.keys() | c1.keys()):
                 v0, v1 = c0.get(name), c1.get(name)
+                if v0 is not None and v1 is not None and v1 >= v0:  # counter_delta's common case, inlined
+                    delta = v1 - v0
+                    out.append(MetricSample(host, comp, _nvlink_metric(name), v1, "errors", NVLINK_ERRORS, delta,
+                                            delta / interval if valid else None, None))  # type: ignore[operator]
+                    continue
                 d = counter_delta(v0, v1, interval)
                 out.append(MetricSample(host, comp, _nvlink_metric(name), v0 if v1 is None else v1, "errors",
                                         NVLINK_ERRORS, d.delta, d.rate, d.note))  # fmt: skip

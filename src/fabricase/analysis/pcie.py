@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fabricase.analysis._items import HostItems
+from fabricase.analysis._items import HostItems, by_family
 from fabricase.analysis.rates import counter_delta
 from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
 from fabricase.parsers.pcie import (
@@ -102,9 +102,9 @@ def samples(hc: HostCapture) -> list[MetricSample]:
     return out
 
 
-def _devices(samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+def _devices(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
     devices: dict[str, dict[str, MetricSample]] = defaultdict(dict)
-    for s in samples:
+    for s in by_family(hc, samples).get("pcie:", ()):
         if s.component.startswith("pcie:"):
             devices[s.component.removeprefix("pcie:")][s.metric] = s
     return devices
@@ -121,7 +121,7 @@ def _expected(dev: dict, parent: dict | None, what: str) -> tuple[float | None, 
 
 def pcie_downgraded(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """A NIC or GPU whose link trained below what it and its upstream port can do (speed or width)."""
-    devices = _devices(samples)
+    devices = _devices(hc, samples)
     parents = parse_pci_tree(HostItems(hc).text(TREE))
     findings = []
     for bdf in sorted(devices):
@@ -164,7 +164,7 @@ def pcie_aer(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     items = HostItems(hc)
     findings = []
     within = f"in {hc.interval_s:g} s" if hc.interval_s else "between snapshots"
-    for bdf, dev in sorted(_devices(samples).items()):
+    for bdf, dev in sorted(_devices(hc, samples).items()):
         grown = [s for m in _AER.values() if (s := dev.get(m)) is not None and s.delta]
         if not grown:
             continue

@@ -11,8 +11,8 @@ from typing import NamedTuple
 from fabricase.models import HostCapture, HostStatus, MetricSample, SnapshotInfo
 
 __all__ = [
-    "MIN_PACKET_BYTES", "RATE_SLACK", "REBOOT_SKEW_S", "RESET_NOTE", "Delta", "counter_delta", "note_host",
-    "physical_max_rate", "reboot_between", "settle_counters",
+    "MIN_PACKET_BYTES", "RATE_SLACK", "REBOOT_SKEW_S", "RESET_NOTE", "Delta", "counter_delta", "increase_limit",
+    "note_host", "physical_max_rate", "reboot_between", "settle_counters",
 ]  # fmt: skip
 
 # The counters are read a moment after the snapshot mark, one after another, so the interval a counter was really
@@ -72,6 +72,12 @@ def _limit(interval_s: float | None, max_rate: float | None) -> float | None:
     if max_rate is None or not math.isfinite(max_rate) or max_rate <= 0 or not _valid(interval_s):
         return None
     return max_rate * interval_s * RATE_SLACK  # type: ignore[operator]
+
+
+def increase_limit(interval_s: float | None, max_rate: float | None) -> float | None:
+    """The largest increase the hardware can make in the interval (RATE_SLACK included), or None if unknown: for
+    the samplers that inline counter_delta's common case (the limit is the same for every counter of a unit)."""
+    return _limit(interval_s, max_rate)
 
 
 def _wrapped(v0: int, v1: int, width_bits: int, limit: float | None) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from fabricase.analysis._items import per_samples
+from fabricase.analysis._items import by_family, per_samples
 from fabricase.analysis.netdev import is_virtual
 from fabricase.models import Evidence, Finding, HostCapture, HostStatus, MetricSample, Severity
 
@@ -48,12 +48,12 @@ def _delta_evidence(sample: MetricSample) -> Evidence:
 
 
 def _by_interface(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
-    return per_samples(hc, "netdev_interfaces", samples, lambda: _group_interfaces(samples))
+    return per_samples(hc, "netdev_interfaces", samples, lambda: _group_interfaces(hc, samples))
 
 
-def _group_interfaces(samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+def _group_interfaces(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
     grouped: dict[str, dict[str, MetricSample]] = defaultdict(dict)
-    for s in samples:
+    for s in by_family(hc, samples).get("netdev:", ()):
         if s.component.startswith("netdev:"):
             grouped[s.component.removeprefix("netdev:")][s.metric] = s
     return {name: grouped[name] for name in sorted(grouped) if not is_virtual(name)}

@@ -20,6 +20,7 @@ metric) test. Method and measured power: docs/topology-and-drift.md.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -192,7 +193,7 @@ def port_switch_tests(groups: Iterable, placements: Mapping[str, Sequence[str]],
     would make any two of them under one component look impossible by chance, when several independently bad
     hosts land together by chance often (the host-level test asks that, conditioned on how many are flagged)."""
     fleet = sorted(set(all_hosts))
-    fleet_set, N = set(fleet), len(fleet)
+    N = len(fleet)
     under: dict[str, set[str]] = {}
     for host in fleet:
         for node in placements.get(host) or ():
@@ -207,15 +208,19 @@ def port_switch_tests(groups: Iterable, placements: Mapping[str, Sequence[str]],
     if not same or not groups:
         return []
     raw = []
+    # Each group's members as host numbers, and each group's ports per host, once: the loop below runs for every
+    # (component, group) of the fleet, and a membership mask indexed by host number is one numpy gather.
+    number = {h: i for i, h in enumerate(fleet)}
+    member_hosts = [np.fromiter((number.get(h, -1) for h, _ in g.order), np.int64, len(g.order)) for g in groups]
+    ports_per_host = [Counter(h for h, _ in g.order) for g in groups]
     for members, names in sorted(same.items(), key=lambda kv: kv[1][0]):
-        for g in groups:
-            hosts = np.array([h in members and h in fleet_set for h, _ in g.order])
+        inside_mask = np.zeros(N + 1, dtype=bool)  # the last slot: hosts outside the fleet (number -1)
+        inside_mask[[number[h] for h in members if h in number]] = True
+        for g, ids, per_host in zip(groups, member_hosts, ports_per_host, strict=True):
+            hosts = inside_mask[ids]
             moved = hosts & (g.counts > 0)
             best: dict[str, tuple[float, int]] = {}  # host -> (Sidak p of its best port, member index)
             if moved.any() and (~hosts).sum() >= 2:
-                per_host = {h: 0 for h, _ in g.order}
-                for h, _ in g.order:
-                    per_host[h] += 1
                 inside = np.flatnonzero(hosts)
                 pv = _outside_pvalues(g, hosts)
                 for i, p in zip(inside, pv, strict=True):

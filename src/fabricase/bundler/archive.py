@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fabricase.bundler.members import DIR_MODE, FILE_MODE, Caps, name_problem, shown
-from fabricase.errors import BundleError
+from fabricase.capture_index import INDEX_FILE, INDEX_MAGIC, index_records
+from fabricase.errors import BundleError, CaptureError
 from fabricase.models import Bundle
 
 if TYPE_CHECKING:
@@ -104,7 +105,8 @@ def build_bundle(capture_root: Path, out: Path, *, extra: dict[str, bytes], mtim
 def _build(capture_root: Path, out: Path, extras: list[_Member], mtime: int) -> Bundle:
     members = sorted(_capture_members(capture_root) + extras, key=lambda m: m.name)
     _check_caps(members, out)
-    manifest = manifest_bytes(members, _capture_format_version(capture_root), capture_record(capture_root))
+    manifest = manifest_bytes(members, _capture_format_version(capture_root), capture_record(capture_root),
+                              _summary_of(capture_root))
     _write_atomically(out, lambda fh: _write_archive(fh, manifest, members, mtime))
     return Bundle(
         path=out,
@@ -115,10 +117,11 @@ def _build(capture_root: Path, out: Path, extras: list[_Member], mtime: int) -> 
 
 
 def manifest_bytes(members: list[Any], capture_format_version: int | None,
-                   capture: dict[str, Any] | None = None) -> bytes:
+                   capture: dict[str, Any] | None = None, summary: dict[str, Any] | None = None) -> bytes:
     """The MANIFEST.json bytes for members (anything with name, size, sha256), sorted by name; `capture`: what
     the capture ran (capture_record), so a reader sees which collectors and commands, and how each ended,
-    without unpacking anything."""
+    without unpacking anything; `summary`: a summary bundle's record (bundler.summary_form), as the bundled
+    capture.json carries it, redacted."""
     listing = [{"path": m.name, "size": m.size, "sha256": m.sha256} for m in sorted(members, key=lambda m: m.name)]
     doc = {
         "format": BUNDLE_FORMAT,
@@ -128,6 +131,8 @@ def manifest_bytes(members: list[Any], capture_format_version: int | None,
     }
     if capture is not None:
         doc["capture"] = capture
+    if summary is not None:
+        doc["summary"] = summary
     return (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
 
@@ -140,7 +145,8 @@ def capture_record(capture_root: Path) -> dict[str, Any] | None:
         return None
     commands: dict[str, list[dict[str, Any]]] = {}
     hosts_dir = capture_root / "hosts"
-    for index_path in sorted(hosts_dir.glob("*/index.json")) if hosts_dir.is_dir() else []:
+    indexes = [*hosts_dir.glob("*/index.json"), *hosts_dir.glob(f"*/{INDEX_FILE}")] if hosts_dir.is_dir() else []
+    for index_path in sorted(indexes):
         try:
             commands[index_path.parent.name] = index_commands(index_path.read_bytes())
         except (OSError, ValueError) as exc:
@@ -152,10 +158,16 @@ def index_commands(raw: bytes) -> list[dict[str, Any]]:
     """The command items of one host's index.json as the manifest lists them (command, snapshot, rc, truncated),
     sorted; a ValueError when the index is not a JSON object. `verify` recomputes the list from the bundled
     index with this same function, so the two can only differ where one of them was changed."""
-    doc = json.loads(raw)
-    if not isinstance(doc, dict):
-        raise ValueError("index.json is not a JSON object")
-    items = doc.get("items", [])
+    if raw.startswith(INDEX_MAGIC):  # format 3's binary index
+        try:
+            items: Any = index_records(raw)
+        except CaptureError as exc:
+            raise ValueError(exc.message) from exc
+    else:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict):
+            raise ValueError("index.json is not a JSON object")
+        items = doc.get("items", [])
     ran = [{"command": it.get("source"), "snapshot": it.get("snapshot"), "rc": it.get("rc"),
             "truncated": bool(it.get("truncated"))}
            for it in (items if isinstance(items, list) else []) if isinstance(it, dict) and it.get("kind") == "command"]
@@ -208,6 +220,15 @@ def _capture_json(capture_root: Path) -> dict[str, Any] | None:
     if not isinstance(doc, dict):
         raise BundleError("capture.json is not a JSON object", where=str(path))
     return doc
+
+
+def _summary_of(capture_root: Path) -> dict[str, Any] | None:
+    """The summary-bundle record of the (redacted) capture.json, or None for a full bundle."""
+    from fabricase.bundler.summary_form import SUMMARY_KEY
+
+    doc = _capture_json(capture_root)
+    record = doc.get(SUMMARY_KEY) if doc else None
+    return record if isinstance(record, dict) else None
 
 
 def _capture_format_version(capture_root: Path) -> int | None:

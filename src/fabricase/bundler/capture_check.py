@@ -20,6 +20,7 @@ from fabricase.bundler.archive import (
     manifest_bytes,
 )
 from fabricase.bundler.members import shown
+from fabricase.bundler.summary_form import SUMMARY_KEY
 
 __all__ = ["CAPTURE_JSON", "capture_problems", "form_problem", "index_host"]
 
@@ -27,11 +28,16 @@ CAPTURE_JSON = CAPTURE_PREFIX + "capture.json"
 _INDEX_HEAD, _INDEX_TAIL = CAPTURE_PREFIX + "hosts/", "/index.json"
 
 
+_INDEX_TAILS = (_INDEX_TAIL, "/index.fci")  # format 2's JSON index, format 3's binary one
+
+
 def index_host(name: str) -> str | None:
-    """The host whose index.json `name` is (`capture/hosts/<host>/index.json`), else None."""
-    if name.startswith(_INDEX_HEAD) and name.endswith(_INDEX_TAIL):
-        host = name[len(_INDEX_HEAD): -len(_INDEX_TAIL)]
-        return host if host and "/" not in host else None
+    """The host whose index `name` is (`capture/hosts/<host>/index.json` or `.../index.fci`), else None."""
+    if name.startswith(_INDEX_HEAD):
+        for tail in _INDEX_TAILS:
+            if name.endswith(tail):
+                host = name[len(_INDEX_HEAD): -len(tail)]
+                return host if host and "/" not in host else None
     return None
 
 
@@ -49,7 +55,7 @@ class _Listed:
 def form_problem(raw: bytes, manifest: dict[str, Any]) -> str | None:
     """A problem when MANIFEST.json is not byte for byte the manifest the builder writes for what it lists."""
     written = manifest_bytes([_Listed(m) for m in manifest["members"]], manifest.get("capture_format_version"),
-                             manifest.get("capture"))
+                             manifest.get("capture"), manifest.get("summary"))
     if written == raw:
         return None
     return "manifest: MANIFEST.json is not in the form fabricase writes (a key, the order or the spacing differs)"
@@ -70,6 +76,8 @@ def capture_problems(manifest: dict[str, Any], capture_doc: dict[str, Any] | str
         return []
     problems = [f"commands: {_index_name(h)} is unreadable ({why})" for h, why in sorted(indexes.items())
                 if isinstance(why, str)]
+    if not _same(manifest.get("summary"), capture_doc.get(SUMMARY_KEY)):
+        problems.append(f"summary: the manifest's summary-bundle record is not the one {CAPTURE_JSON} carries")
     ran = {h: c for h, c in indexes.items() if not isinstance(c, str)}
     expected = capture_record_of(capture_doc, ran)
     if manifest.get("capture_format_version") != capture_doc.get("format_version"):

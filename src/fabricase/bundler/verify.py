@@ -76,6 +76,7 @@ class VerifyReport:
     members: int  # members the manifest lists
     problems: list[str] = field(default_factory=list)
     part: dict[str, Any] | None = None  # a bundle part: its PART.json (index, count, parent, parts)
+    summary: dict[str, Any] | None = None  # a summary bundle: its record (bundler.summary_form); None: full
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -184,6 +185,7 @@ def _judge(scan: _Scan, path: Path) -> tuple[VerifyReport, dict[str, Any]]:
         bundle_id=hashlib.sha256(scan.manifest_raw).hexdigest(),
         members=len(manifest["members"]),
         problems=problems,
+        summary=manifest["summary"] if isinstance(manifest.get("summary"), dict) else None,
     )
     return report, manifest
 

@@ -78,14 +78,31 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
 
 
 def target_options(f):
-    f = click.option("--via", type=click.Choice(["local", "ssh", "slurm"]), default=None,
-                     help="How to reach the hosts (default: local for this machine).")(f)
+    f = click.option("--via", type=click.Choice(["local", "ssh", "slurm", "k8s"]), default=None,
+                     help="How to reach the hosts (default: local for this machine; k8s for --k8s-nodes and "
+                          "--k8s-job).")(f)
     f = click.option("--replay", metavar="DIR", default=None,
                      help="Use a capture directory (or unpacked bundle) instead of live hosts.")(f)
     f = click.option("--job", metavar="ID", default=None,
                      help="The nodes of a Slurm job (captured with srun while it runs, over ssh after).")(f)
     f = click.option("--hosts", "hosts", metavar="NODESET", default=None,
                      help="Hosts to capture, e.g. 'gpu[001-064]' or 'localhost'.")(f)
+    f = click.option("--k8s-nodes", metavar="SELECTOR", default=None,
+                     help="Kubernetes nodes matching this label selector, e.g. 'nvidia.com/gpu.present=true' "
+                          "(implies --via k8s).")(f)
+    f = click.option("--k8s-job", metavar="NAMESPACE/KIND/NAME", default=None,
+                     help="The nodes under a PyTorchJob, MPIJob, JobSet or Job's pods (implies --via k8s).")(f)
+    f = click.option("--kubeconfig", metavar="FILE", default=None,
+                     help="Kubeconfig for --via k8s (default: KUBECONFIG, ~/.kube/config, in-cluster).")(f)
+    f = click.option("--context", "k8s_context", metavar="NAME", default=None,
+                     help="Kubeconfig context (default: the current one).")(f)
+    f = click.option("--k8s-namespace", default="fabricase", show_default=True,
+                     help="Namespace of the fabricase-node DaemonSet (deploy/kubernetes/).")(f)
+    f = click.option("--k8s-debug-pods", is_flag=True,
+                     help="Enter nodes without a DaemonSet pod through a privileged pod, as "
+                          "'kubectl debug node/N --profile=sysadmin' does (creates and deletes pods).")(f)
+    f = click.option("--k8s-debug-image", metavar="IMAGE", default=None,
+                     help="Image of those debug pods; needs sh and nsenter (default: busybox).")(f)
     f = click.option("--interval", **bounded("--interval", "Seconds between the two counter snapshots."),
                      default=3.0, show_default=True)(f)
     f = click.option("--since", "since_h", **bounded("--since", "How many hours of kernel log to keep."),
@@ -121,23 +138,35 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
     from fabricase.targets import resolve_targets
     from fabricase.transports.replay import load_replay
 
-    targets = resolve_targets(target["hosts"], target["job"], target["replay"])
+    k8s_given = target.get("k8s_nodes") is not None or target.get("k8s_job") is not None
+    if k8s_given and target["via"] not in (None, "k8s"):
+        raise TargetError(f"--k8s-nodes and --k8s-job capture through Kubernetes; drop --via {target['via']}",
+                          where="--via")
+    targets = resolve_targets(target["hosts"], target["job"], target["replay"], k8s_nodes=target.get("k8s_nodes"),
+                              k8s_job=target.get("k8s_job"), kubeconfig=target.get("kubeconfig"),
+                              context=target.get("k8s_context"))
     if targets.replay is not None:
         if target["nccl_logs"]:
             raise TargetError("--nccl-log is copied into a new capture; it cannot be added to a replay",
                               where="--nccl-log")
         return load_replay(targets.replay)
-    opts = CollectOptions(via=target["via"], interval_s=target["interval"],
+    opts = CollectOptions(via="k8s" if k8s_given else target["via"], interval_s=target["interval"],
                           since_s=max(1, round(target["since_h"] * 3600)),
                           timeout_s=target["timeout"], collectors=tuple(target["collectors"]), root=target["root"],
                           nccl_logs=tuple(target["nccl_logs"]), perf=target["perf"], fanout=target["fanout"],
                           deadline_s=target["deadline"], ssh_options=tuple(target["ssh_options"]),
                           user=target["user"], gateways=tuple(target["gateways"]),
-                          gateway_command=target["gateway_command"])
+                          gateway_command=target["gateway_command"], kubeconfig=target.get("kubeconfig"),
+                          k8s_context=target.get("k8s_context"),
+                          k8s_namespace=target.get("k8s_namespace") or "fabricase",
+                          k8s_debug_pods=bool(target.get("k8s_debug_pods")),
+                          k8s_debug_image=target.get("k8s_debug_image"))
     if out_dir is None:
         from fabricase.capturedir import new_capture_dir
 
-        label = f"job-{targets.job}" if targets.job else targets.nodeset or "capture"
+        label = f"job-{targets.job}" if targets.job else (
+            "k8s-" + targets.k8s["job"].rsplit("/", 1)[-1] if targets.k8s and "job" in targets.k8s
+            else targets.nodeset or "capture")
         out_dir = new_capture_dir(paths().captures, label)
     counts = {"ok": 0, "failed": 0}
     slowest: list = [0.0, ""]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
 import click
 
+from fabricase.bundler.summary_form import capture_summary, summary_line
 from fabricase.cli.app import EXIT_PARTIAL, capture_from_targets, cli, paths, target_options
 from fabricase.cli.output import emit_json, err_console, hosts_json, inert, inert_lines, out_console, print_hosts
 from fabricase.cli.probe_cmd import print_probe, probe_options, run_probe_on, split_probe_values
@@ -76,6 +78,9 @@ def collect(out_dir, inventory, show_findings, as_json, **target):
         raise click.UsageError("collect captures live hosts; --replay is for analyze, draft and open")
     if inventory is not None:
         inventory_placements(inventory, [])  # a bad inventory fails before any host is captured
+    # Loaded from each host's record (host.json) and checked index, unverified: the items were hashed as they were
+    # written. With capture format 3 no host's items are decoded until the analysis reads that host, and it
+    # releases each host after reading it, so no fleet's items are held at once.
     capture = capture_from_targets(target, out_dir, quiet=as_json)
     stored = None
     if inventory is not None:
@@ -84,7 +89,7 @@ def collect(out_dir, inventory, show_findings, as_json, **target):
     placements, _ = _placements(capture, str(capture.root), None)
     analysis = _diagnose(capture, placements)
     if as_json:
-        emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture),
+        emit_json({"capture_dir": str(capture.root), "hosts": _collected_hosts_json(capture),
                    "placements": str(stored) if stored else None,
                    "findings": [f.to_dict() for f in analysis.findings], **diagnosis_json(analysis.diagnosis)})
     else:
@@ -96,6 +101,12 @@ def collect(out_dir, inventory, show_findings, as_json, **target):
         raise click.exceptions.Exit(1)
     if ok < len(capture.hosts):
         raise click.exceptions.Exit(EXIT_PARTIAL)
+
+
+def _collected_hosts_json(capture) -> list[dict]:
+    """output.hosts_json, counting a stored host's items from its index instead of decoding them again."""
+    return [{"host": h.host, "status": str(h.status), "reason": h.reason,
+             "items": h.item_count if hasattr(h, "item_count") else len(h.items)} for h in capture.hosts]
 
 
 _inventory_option = click.option(
@@ -124,11 +135,15 @@ def analyze(source, inventory, show_findings, as_json):
     if inventory is not None and Path(source).is_dir():
         topology = store_placements(capture, placements, topology)
     analysis = _diagnose(capture, placements)
+    left_out = capture_summary(capture.root)  # a summary bundle: the hosts it left out, said once
     if as_json:
         emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture), "topology": topology.to_dict(),
-                   "findings": [f.to_dict() for f in analysis.findings], **diagnosis_json(analysis.diagnosis)})
+                   "findings": [f.to_dict() for f in analysis.findings], **diagnosis_json(analysis.diagnosis),
+                   "summary": left_out})
     else:
         print_hosts(capture)
+        if left_out:
+            out_console.print(inert(summary_line(left_out)), soft_wrap=True)
         out_console.print(topology.describe(), soft_wrap=True)
         print_probe(capture)
         print_diagnosis(analysis.diagnosis, analysis.findings, show_findings=show_findings)
@@ -136,23 +151,112 @@ def analyze(source, inventory, show_findings, as_json):
         err_console.print(f"warning: {topology.warning}", style="yellow", soft_wrap=True)
 
 
+def _bundle_form_options(summary_flag: str):
+    """--summary/--full-bundle and the upload options, shared by `bundle` and `open`."""
+    def decorate(fn):
+        for option in reversed((
+            click.option(summary_flag, "summary", is_flag=True,
+                         help="Bundle the suspects' hosts, 8 healthy peers per hardware class and a fleet summary "
+                              "(default: only when the full bundle does not fit the desk's limits)."),
+            click.option("--full-bundle", "full_bundle", is_flag=True,
+                         help="Always bundle the whole capture, whatever its size."),
+            click.option("--upload-to", default=None, metavar="URL",
+                         help="Upload the full bundle to your own storage: s3://bucket/prefix/, "
+                              "gs://bucket/prefix/ or az://account/container/prefix/ (signed with your usual "
+                              "credentials)."),
+            click.option("--upload-url", default=None, metavar="URL",
+                         help="Upload the full bundle with this presigned PUT URL you made."),
+            click.option("--upload-endpoint", default=None, metavar="URL",
+                         help="Another endpoint for the store (S3-compatible storage, an emulator)."),
+            click.option("--expires", "expires", default="7d", show_default=True, metavar="DURATION",
+                         help="How long the presigned URLs stay valid (e.g. 12h, 7d; S3 and GCS: 7d at most)."),
+            click.option("--presign-get", is_flag=True,
+                         help="Also make a presigned GET URL of the uploaded bundle for the provider."),
+        )):
+            fn = option(fn)
+        return fn
+    return decorate
+
+
+def _duration_s(text: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    raw = (text or "").strip().lower()
+    number, unit = (raw[:-1], raw[-1]) if raw[-1:] in units else (raw, "s")
+    if not number.isdigit() or int(number) <= 0:
+        raise click.BadParameter(f"{text!r} is not a duration such as 3600, 12h or 7d", param_hint="--expires")
+    return int(number) * units[unit]
+
+
+def bundle_choice(summary: bool, full_bundle: bool, upload_to: str | None, upload_url: str | None,
+                  upload_endpoint: str | None, expires: str, presign_get: bool):
+    """(form, upload target) from the bundle options; a UsageError for options that contradict each other."""
+    from fabricase.bundler.upload import parse_upload_target
+
+    if summary and full_bundle:
+        raise click.UsageError("choose one of the summary and --full-bundle forms")
+    if upload_to and upload_url:
+        raise click.UsageError("choose one of --upload-to and --upload-url")
+    if presign_get and not upload_to:
+        raise click.UsageError("--presign-get needs --upload-to (fabricase signs only URLs it can sign)")
+    where = upload_to or upload_url
+    target = None
+    if where:
+        target = parse_upload_target(where, endpoint=upload_endpoint, expires_s=_duration_s(expires),
+                                     want_get=presign_get)
+    return ("summary" if summary else "full" if full_bundle else "auto"), target
+
+
+def bundle_lines(b) -> list[str]:
+    """What `bundle` and `open` say of the bundle's form, the full bundle and its upload (FittedBundle)."""
+    from fabricase.bundler.summary_form import summary_line
+
+    lines = []
+    line = summary_line(getattr(b, "record", None))
+    if line:
+        lines.append(f"  {line}")
+    full = getattr(b, "full", None)
+    if getattr(b, "full_path", None) is not None:
+        lines.append(f"  full bundle {b.full_path} ({full['size']} bytes, sha256 {full['sha256']})")
+    uploaded = getattr(b, "uploaded", None)
+    if uploaded is not None:
+        lines.append(f"  uploaded to {uploaded.object} (sha256 {uploaded.sha256})")
+        if uploaded.get_url:
+            lines.append(f"  provider's GET URL, valid until {uploaded.get_expires_at}: {uploaded.get_url}")
+    if getattr(b, "note", None):
+        lines.append(f"  note: {b.note}")
+    return lines
+
+
+def bundle_json(b) -> dict:
+    uploaded = getattr(b, "uploaded", None)
+    return {"form": getattr(b, "form", "full"), "summary": getattr(b, "record", None),
+            "full_bundle": {**b.full, "path": str(b.full_path) if b.full_path else None} if b.full else None,
+            "uploaded": None if uploaded is None else {
+                **uploaded.reference(), "get_url": uploaded.get_url, "get_expires_at": uploaded.get_expires_at}}
+
+
 @cli.command()
 @click.argument("source", metavar="DIR")
 @click.option("-o", "--output", "out", type=click.Path(path_type=Path), required=True,
               help="The bundle file to write (.tar.gz).")
 @click.option("--provider", type=_PROVIDERS, default="static", show_default=True,
-              help="Whose ticket template goes into the bundle.")
+              help="Whose ticket template goes into the bundle, and whose desk limits it is fitted to.")
 @click.option("--symptom", default="(not given)", help="What the workload saw.")
 @_pseudonymize_option
+@_bundle_form_options("--summary")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def bundle(source, out, provider, symptom, pseudonymize, as_json):
+def bundle(source, out, provider, symptom, pseudonymize, summary, full_bundle, upload_to, upload_url,
+           upload_endpoint, expires, presign_get, as_json):
     """Build a deterministic evidence bundle from a capture directory (secrets redacted; see --pseudonymize).
 
     The same capture and options give the same bytes; with --pseudonymize, the pseudonym key is kept by the
-    tracker for this capture, so rebuilding gives the same bytes too."""
+    tracker for this capture, so rebuilding gives the same bytes too. When the whole capture would not fit the
+    provider's desk, the bundle is a summary (see --summary) and the full one is written beside it, and
+    uploaded with --upload-to or --upload-url."""
     from fabricase.escalate import build_bundle_for, bundle_scope, make_draft, make_redactor, severity_of
     from fabricase.tracker.store import Tracker
 
+    form, target = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get)
     capture = _load(source)
     placements, _ = _placements(capture, source, None)
     analysis = _diagnose(capture, placements)
@@ -165,30 +269,38 @@ def bundle(source, out, provider, symptom, pseudonymize, as_json):
             key = keys.pseudonym_key(bundle_scope(capture))
     b = build_bundle_for(capture, analysis.findings, draft, out, placements=placements, samples=analysis.samples,
                          symptom=symptom, redactor=make_redactor(capture, pseudonymize=pseudonymize, key=key),
-                         diagnosis=analysis.diagnosis)
+                         diagnosis=analysis.diagnosis, form=form, upload=target)
     if as_json:
-        emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size})
+        emit_json({"bundle_path": str(b.path), "bundle_id": b.bundle_id, "members": b.members, "size": b.size,
+                   **bundle_json(b)})
     else:
-        for line in (f"Bundle {b.path}", f"  id {b.bundle_id}", f"  {b.members} members, {b.size} bytes"):
-            out_console.print(line, soft_wrap=True)
+        for line in (f"Bundle {b.path}", f"  id {b.bundle_id}", f"  {b.members} members, {b.size} bytes",
+                     *bundle_lines(b)):
+            out_console.print(inert(line), soft_wrap=True)
 
 
 @cli.command()
 @click.argument("bundle_path", metavar="BUNDLE", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the verification report as JSON.")
 def verify(bundle_path, as_json):
-    """Check a bundle's integrity: every member against MANIFEST.json (missing, extra, changed)."""
+    """Check a bundle's integrity: every member against MANIFEST.json (missing, extra, changed). A summary bundle
+    says how many of the capture's hosts it holds and where the full one is."""
+    from fabricase.bundler.summary_form import summary_line
     from fabricase.bundler.verify import verify_bundle
 
     report = verify_bundle(bundle_path)
+    line = summary_line(report.summary)
     if as_json:
         emit_json({"bundle": str(bundle_path), "ok": report.ok, "bundle_id": report.bundle_id,
-                   "members": report.members, "problems": report.problems})
+                   "members": report.members, "problems": report.problems, "summary": report.summary,
+                   "summary_line": line})
         if not report.ok:
             raise click.exceptions.Exit(1)
         return
     if report.ok:
         out_console.print(f"OK {bundle_path}: {report.members} members, bundle id {report.bundle_id}", soft_wrap=True)
+        if line:
+            out_console.print(inert(line), soft_wrap=True)
         return
     for problem in report.problems:
         err_console.print(f"{bundle_path}: {problem}")  # a member name is data: one inert line each
@@ -237,6 +349,9 @@ def draft(source, provider, symptom, severity, as_json):
                    severity=Severity(severity) if severity else severity_of(analysis.diagnosis),
                    placements=placements, bundle_id=None, escalation_id=None, diagnosis=analysis.diagnosis)
     d = fit_draft(redact_draft(d, make_redactor(capture)), desk)
+    left_out = capture_summary(capture.root)
+    if left_out:
+        err_console.print(inert(summary_line(left_out)), soft_wrap=True)
     if as_json:
         emit_json({"provider": d.provider, "title": d.title, "body": d.body, "severity": str(d.severity),
                    "hosts": d.hosts, "components": d.components})
@@ -262,12 +377,23 @@ def draft(source, provider, symptom, severity, as_json):
               help="After the capture, run the probe's active tests across the hosts (see `fabricase probe "
                    "--help`; its options apply) and put their results in the bundle and ticket.")
 @probe_options
+@_bundle_form_options("--summary-bundle")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
 def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findings, report_faulty, with_probe,
-          as_json, **values):
-    """Capture, analyze, bundle, draft, file and track one escalation."""
+          summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get, as_json, **values):
+    """Capture, analyze, bundle, draft, file and track one escalation.
+
+    When the whole capture does not fit the desk, the bundle attached is a summary (the suspects' hosts, healthy
+    peers and a fleet summary); the full bundle is kept beside it, named in the ticket by sha256, and uploaded to
+    your storage with --upload-to or --upload-url."""
     from fabricase.flow import open_escalation
 
+    form, upload = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get)
+    bundle_args = {"bundle_form": form, "upload": upload} if form != "auto" or upload is not None else {}
+    if bundle_args and "bundle_form" not in inspect.signature(open_escalation).parameters:
+        # until fabricase.flow passes the bundle's form and upload target on (docs/bundles.md, "At scale")
+        raise click.UsageError("this build's open flow cannot take --summary-bundle, --full-bundle or uploads yet; "
+                               "use `fabricase bundle` on the capture")
     probe_values, target = split_probe_values(values)
     if with_probe and target["replay"]:
         raise click.UsageError("--probe runs tests on live hosts; it cannot be added to a --replay")
@@ -278,7 +404,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
         err_console.print("warning: no host was captured; the ticket will say so", style="yellow")
     result = open_escalation(capture, paths(), provider_name=provider, symptom=symptom,
                              severity=Severity(severity) if severity else None, dry_run=dry_run,
-                             pseudonymize=pseudonymize, force=force)
+                             pseudonymize=pseudonymize, force=force, **bundle_args)
     esc = result.escalation
     faulty = None
     if report_faulty and as_json:
@@ -295,6 +421,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
             "resumed": result.resumed,
             "bundle_path": str(result.bundle.path),
             "bundle_id": result.bundle.bundle_id,
+            **bundle_json(result.bundle),
             "ticket_path": str(result.ticket_path),
             "capture_dir": str(result.capture.root),
             "hosts": hosts_json(result.capture),
@@ -331,6 +458,8 @@ def _print_opened(result, provider: str, show_findings: bool) -> None:
     print_diagnosis(result.diagnosis, result.findings, show_findings=show_findings)
     out_console.print(f"Bundle      {result.bundle.path}", soft_wrap=True)
     out_console.print(f"  id        {result.bundle.bundle_id}", soft_wrap=True)
+    for line in bundle_lines(result.bundle):
+        out_console.print(inert(f"  {line}"), soft_wrap=True)
     out_console.print(f"Ticket      {result.ticket_path}", soft_wrap=True)
     if esc:
         resumed = " (resumed: an earlier filing had not finished)" if result.resumed else ""

@@ -9,11 +9,13 @@ an RdmaPort whose `raw` keeps every vendor counter and whose `normalized` maps t
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from fabricase.parsers.numbers import to_float, to_int
+from fabricase.parsers.numbers import MAX_DIGITS, to_float, to_int
 
 __all__ = [
     "COUNTER_DIRS", "NORMALIZED", "PHYS_STATES", "PMA_WIDTHS", "PORT_STATES", "Metric", "RdmaPort", "detect_vendor",
@@ -177,6 +179,23 @@ class RdmaPort:
     errors: list[str] = field(default_factory=list)
 
 
+
+_R = TypeVar("_R")
+_MEMO_CHARS = 64  # a state or rate file is a few words; longer texts (fuzzed, garbage) are parsed, not kept
+
+
+def _memo_short(parse: Callable[[str | None], _R]) -> Callable[[str | None], _R]:
+    """Memoize a pure parser of short texts: every port of a fleet reads one of a few state and rate lines, and
+    the parse is the same each time. Results are tuples, so sharing them is safe."""
+    cached = functools.lru_cache(maxsize=4096)(parse)
+
+    @functools.wraps(parse)
+    def memo(text: str | None) -> _R:
+        return cached(text) if text is None or len(text) <= _MEMO_CHARS else parse(text)
+
+    return memo
+
+
 def _fold(word: str) -> str:
     return re.sub(r"[\s_\-]", "", word).lower()
 
@@ -211,18 +230,21 @@ def _canonical(code: int | None, word: str | None, table: dict[int, str], aliase
     return code, name
 
 
+@_memo_short
 def parse_port_state(text: str | None) -> tuple[int | None, str | None]:
     """Port state as (code, canonical name): "4: ACTIVE", "PORT_ACTIVE (4)", "Active" -> (4, "ACTIVE")."""
     code, word = _coded(text)
     return _canonical(code, word, PORT_STATES, _STATE_ALIASES, prefix="PORT_")
 
 
+@_memo_short
 def parse_phys_state(text: str | None) -> tuple[int | None, str | None]:
     """Physical state: "5: LinkUp", "LINK_UP (5)", "Polling" -> (5, "LINK_UP"); "0: <unknown>" -> (0, None)."""
     code, word = _coded(text)
     return _canonical(code, word, PHYS_STATES, _PHYS_ALIASES)
 
 
+@_memo_short
 def parse_rate(text: str | None) -> tuple[float | None, int | None, str | None]:
     """"400 Gb/sec (4X NDR)" -> (400.0, 4, "NDR"); "10 Gb/sec (4X)" -> (10.0, 4, None); else Nones."""
     m = _RATE.search(text or "")
@@ -261,6 +283,10 @@ _SOURCES = tuple((metric, tuple(spec.sources)) for metric, spec in NORMALIZED.it
 
 def normalize(raw: Mapping[str, int]) -> dict[str, int]:
     """Normalized metric -> value for the raw counters present (the first source in NORMALIZED's order wins)."""
+    if isinstance(raw, dict) and None not in raw.values():
+        # Which source wins depends only on the names present, and every port of a fleet has one of a few
+        # layouts: the choice is made once per layout (_layout_picks), then read off.
+        return {metric: raw[name] * scale for metric, name, scale in _layout_picks(tuple(raw))}
     out = {}
     get = raw.get
     for metric, sources in _SOURCES:  # hot: every port of every host of a fleet, twice
@@ -272,19 +298,40 @@ def normalize(raw: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _layout_picks(names: tuple[str, ...]) -> tuple[tuple[str, str, int], ...]:
+    """(metric, raw name, scale) that normalize picks for a port whose raw counters have these names."""
+    present = frozenset(names)
+    return tuple(next(((metric, name, scale) for name, scale in sources if name in present))
+                 for metric, sources in _SOURCES if any(name in present for name, _ in sources))
+
+
 def saturated(name: str, value: int | None) -> bool:
     """True when a PortCounters field reads its maximum (it stops there: increments are no longer seen)."""
     width = PMA_WIDTHS.get(name)
     return width is not None and value == (1 << width) - 1
 
 
+@functools.lru_cache(maxsize=1 << 14)  # a fleet's ports have the same few hundred file names
+def _counter_file(rel: str) -> tuple[str, str] | None:
+    """(folder, counter name) of a counter file's path relative to its port, else None."""
+    folder, _, name = rel.partition("/")
+    if not name or folder not in COUNTER_DIRS or "/" in name or name in _NOT_COUNTERS:
+        return None
+    return folder, name
+
+
 def _counters(files: Mapping[str, str | None], port: RdmaPort) -> None:
     for rel in sorted(files):
-        folder, _, name = rel.partition("/")
-        if not name or folder not in COUNTER_DIRS or "/" in name or name in _NOT_COUNTERS:
+        # a long (odd, fuzzed) path is classified but not kept in the cache
+        parts = _counter_file(rel) if len(rel) <= 200 else _counter_file.__wrapped__(rel)
+        if parts is None:
             continue
+        folder, name = parts
         text = files[rel]
-        value = parse_counter(text)
+        token = text.strip() if text else ""
+        # parse_counter, inlined: a fleet has millions of counter files
+        value = int(token) if 0 < len(token) <= MAX_DIGITS and token.isascii() and token.isdigit() else None
         if value is None:
             stripped = (text or "").strip()
             # Empty: the read failed (EIO on some hw_counters). "N/A (no PMA)": the device has no PMA.
@@ -294,8 +341,8 @@ def _counters(files: Mapping[str, str | None], port: RdmaPort) -> None:
         key = name if name not in port.raw else rel
         port.raw[key] = value
         port.raw_sources[key] = rel
-        if folder == "counters" and saturated(name, value):
-            port.saturated.append(key)
+        if folder == "counters" and (width := PMA_WIDTHS.get(name)) is not None and value == (1 << width) - 1:
+            port.saturated.append(key)  # saturated(), inlined
 
 
 def parse_rdma_port(device: str, port: int, files: Mapping[str, str | None], driver: str | None = None) -> RdmaPort:

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabricase.capture_index import INDEX_FILE, index_records, records_index
 from fabricase.capture_records import item_path
 from fabricase.capturedir import host_dir_name
 from fabricase.errors import CaptureError
@@ -50,10 +51,12 @@ def _record(hdir: Path, source: str, kind: str, data: bytes, **fields) -> Captur
 def append_items(root: Path, host: str, items: list[NewItem]) -> None:
     """Add items (and their stderr) to a stored host; an item already listed is replaced."""
     hdir = Path(root) / "hosts" / host_dir_name(host)
-    index_path = hdir / "index.json"
+    compact = (hdir / INDEX_FILE).is_file()  # format 3's binary index, else format 2's index.json
+    index_path = hdir / (INDEX_FILE if compact else "index.json")
     try:
-        listed = json.loads(index_path.read_text())["items"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        listed = (index_records(index_path.read_bytes(), str(index_path)) if compact
+                  else json.loads(index_path.read_text())["items"])
+    except (OSError, ValueError, KeyError, TypeError, CaptureError) as exc:
         raise CaptureError(f"cannot add probe results: index unreadable ({exc})", where=str(index_path)) from exc
     names = {it.source for it in items}
     kept = [raw for raw in listed if not (isinstance(raw, dict) and raw.get("source") in names)]
@@ -63,8 +66,11 @@ def append_items(root: Path, host: str, items: list[NewItem]) -> None:
                                 error=it.error, command=it.command).to_dict())
             if it.stderr:
                 kept.append(_record(hdir, it.source, "stderr", it.stderr).to_dict())
-        body = json.dumps({"items": kept}, sort_keys=True, separators=(",", ":")) + "\n"
-        _write(index_path, body.encode())
+        if compact:
+            _write(index_path, records_index(kept))
+        else:
+            body = json.dumps({"items": kept}, sort_keys=True, separators=(",", ":")) + "\n"
+            _write(index_path, body.encode())
     except OSError as exc:
         raise CaptureError(f"cannot write probe results: {exc.strerror}", where=str(hdir)) from exc
 

@@ -51,9 +51,11 @@ def match_vms(hosts: list[dict[str, Any]], vms: Iterable[Any]) -> dict[str, Any]
     matched: dict[str, Any] = {}
     for h in hosts:
         identity = h.get("identity") or {}
-        if not is_azure_vm(identity):
+        # A Kubernetes node's providerID says Azure (and names the VM) where DMI was not read.
+        if not (is_azure_vm(identity) or identity.get("k8s_cloud") == "azure"):
             continue
-        vm = by_name.get(_short(h["host"])) or by_name.get(_short(identity.get("hostname")))
+        vm = (by_name.get(_short(h["host"])) or by_name.get(_short(identity.get("hostname")))
+              or by_name.get(_short(identity.get("k8s_name"))))
         if vm is not None:
             matched[h["host"]] = vm
     return matched

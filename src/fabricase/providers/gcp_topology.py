@@ -72,7 +72,7 @@ def instance_ref(entry: Mapping[str, Any], profile: Mapping[str, Any]) -> Instan
     match = _GCE_FQDN.fullmatch(hostname)
     name = match["name"] if match else hostname.split(".", 1)[0]
     zone = profile.get("zone") or identity.get("zone") or (match and match["zone"]) or None
-    project = profile.get("project") or (match and match["project"]) or None
+    project = profile.get("project") or (match and match["project"]) or identity.get("k8s_project") or None
     return InstanceRef(host=entry["host"], name=name, zone=zone, project=project)
 
 

@@ -13,6 +13,11 @@ ds-identify's platform checks read the same strings):
   7783-7084-3265-9085-8269-3286-77; no id in DMI; the physical host is `PhysicalHostName` in Hyper-V KVP pool 3.
 
 Plain Hyper-V has the same vendor and product as Azure but another chassis asset tag: it is not Azure.
+
+A Kubernetes node also has what its cluster says of it: `spec.providerID` (fabricase.k8s.provider_id), its
+zone and instance type labels, recorded by the k8s transport in the capture's kubernetes.json.
+`with_kubernetes_node` adds them to the identity where the guest said nothing, and `cloud_of` falls back to
+them, so that `locate` works on nodes whose DMI was not read (or says nothing, as on GCE and Azure).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["AZURE_CHASSIS_ASSET_TAG", "EC2_INSTANCE_ID", "azure_physical_host", "cloud_of"]
+__all__ = ["AZURE_CHASSIS_ASSET_TAG", "EC2_INSTANCE_ID", "azure_physical_host", "cloud_of", "with_kubernetes_node"]
 
 AZURE_CHASSIS_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"  # "MSFT AZURE VM" in ASCII codes
 EC2_INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
@@ -53,14 +58,46 @@ def cloud_of(identity: Mapping[str, Any] | None) -> tuple[str | None, str | None
     the host itself shows (EC2 Nitro's `board_asset_tag`), else None."""
     if not identity:
         return None, None
+    k8s_cloud, k8s_id = _field(identity, "k8s_cloud") or None, _field(identity, "k8s_instance_id") or None
     if _is_aws(identity):
         tag = _field(identity, "board_asset_tag")
-        return "aws", tag if EC2_INSTANCE_ID.fullmatch(tag) else None
+        if EC2_INSTANCE_ID.fullmatch(tag):
+            return "aws", tag
+        return "aws", k8s_id if k8s_cloud == "aws" else None
     if _is_azure(identity):
-        return "azure", None
+        return "azure", k8s_id if k8s_cloud == "azure" else None
     if _is_gcp(identity):
-        return "gcp", None
-    return None, None
+        return "gcp", k8s_id if k8s_cloud == "gcp" else None
+    return (k8s_cloud, k8s_id) if k8s_cloud else (None, None)
+
+
+def with_kubernetes_node(identity: Mapping[str, Any] | None, node: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The identity plus what the cluster says of the node (a kubernetes.json record: node, provider_id, zone,
+    instance_type). What the guest itself said is never overwritten; the providerID's parts are added under
+    k8s_* keys, and as `instance_id`, `zone`, `instance_type` (the keys locate reads) where those are absent."""
+    from fabricase.k8s.provider_id import parse_provider_id
+
+    out = dict(identity or {})
+    if not node:
+        return out
+    out.setdefault("k8s_node", node.get("node"))
+    for key in ("provider_id", "zone", "instance_type"):
+        if node.get(key):
+            out.setdefault(f"k8s_{key}", node[key])
+    parsed = parse_provider_id(node.get("provider_id"))
+    if parsed is not None:
+        out.setdefault("k8s_cloud", parsed.provider)
+        out.setdefault("k8s_instance_id", parsed.instance_id)
+        for key, value in parsed.to_dict().items():
+            if key not in ("provider", "instance_id"):
+                out.setdefault(f"k8s_{key}", value)
+        out.setdefault("instance_id", parsed.instance_id)
+    zone = node.get("zone") or (parsed.zone if parsed else None)
+    if zone:
+        out.setdefault("zone", zone)
+    if node.get("instance_type"):
+        out.setdefault("instance_type", node["instance_type"])
+    return out
 
 
 def azure_physical_host(identity: Mapping[str, Any] | None) -> str | None:

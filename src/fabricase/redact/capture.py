@@ -14,9 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fabricase.capture_index import INDEX_FILE, index_records, records_index
 from fabricase.capturedir import STREAM_FILE
 from fabricase.collectors.framing import parse_stream
-from fabricase.errors import BundleError
+from fabricase.errors import BundleError, CaptureError
 from fabricase.redact import Redactor
 
 __all__ = ["redact_capture", "reframe_stream"]
@@ -69,7 +70,7 @@ def redact_capture(root: Path, files: list[str], dest: Path, redactor: Redactor,
 
 def _is_host_index(rel: str) -> bool:
     parts = rel.split("/")
-    return len(parts) == 3 and parts[0] == "hosts" and parts[2] == "index.json"
+    return len(parts) == 3 and parts[0] == "hosts" and parts[2] in ("index.json", INDEX_FILE)
 
 
 def _check_hosts(root: Path, files: list[str], redactor: Redactor) -> None:
@@ -97,12 +98,21 @@ def _load_json(root: Path, rel: str) -> Any:
         raise BundleError(f"cannot redact: not valid JSON ({exc})", where=str(root / rel)) from exc
 
 
+def _load_index(root: Path, rel: str) -> dict:
+    """A format-3 index as format 2's document ({"items": [records]}), for the same rewriting."""
+    try:
+        return {"items": index_records(_read(root / rel), str(root / rel))}
+    except CaptureError as exc:
+        raise BundleError(f"cannot redact: {exc.message}", where=str(root / rel)) from exc
+
+
 def _redact_host(root: Path, hdir: str, present: set[str], out: _Writer, redactor: Redactor,
                  prefix: str) -> set[str]:
     """A host folder: its stream re-framed, its own-file items (format 1) redacted, and its index pointed at
     the new bytes. Returns the files handled."""
-    index_rel = f"{hdir}/index.json"
-    doc = _load_json(root, index_rel)
+    compact = f"{hdir}/{INDEX_FILE}" in present  # format 3: a binary index, rewritten as one
+    index_rel = f"{hdir}/{INDEX_FILE}" if compact else f"{hdir}/index.json"
+    doc = _load_index(root, index_rel) if compact else _load_json(root, index_rel)
     if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
         raise BundleError("cannot redact: index.json has no item list", where=str(root / index_rel))
     stream_rel = f"{hdir}/{STREAM_FILE}"
@@ -136,6 +146,13 @@ def _redact_host(root: Path, hdir: str, present: set[str], out: _Writer, redacto
         new_rel, size, digest = out.written[rel]
         item.update(path=new_rel.split("/", 2)[2], bytes=size, sha256=digest)
         handled.add(rel)
+    if compact:
+        try:
+            data = records_index(doc["items"])
+        except CaptureError as exc:
+            raise BundleError(f"cannot redact: {exc.message}", where=str(root / index_rel)) from exc
+        out.put(index_rel, redactor.redact_path(index_rel), data)
+        return handled
     # The compact style capturedir writes indexes in (a GPU host has thousands of items).
     body = json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n"
     out.put(index_rel, redactor.redact_path(index_rel), body.encode("utf-8"))

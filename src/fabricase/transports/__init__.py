@@ -16,13 +16,15 @@ TRANSPORTS: dict[str, str | None] = {
     "local": "fabricase.transports.local:LocalTransport",
     "ssh": "fabricase.transports.ssh:SshTransport",
     "slurm": "fabricase.transports.slurm:SlurmTransport",
+    "k8s": "fabricase.transports.k8s:K8sTransport",  # needs the k8s extra: pip install 'fabricase[k8s]'
 }
 # ssh through gateways (--gateway): tree mode, chosen by the options rather than by name.
 GATEWAY = "fabricase.transports.gateway:GatewayTransport"
 
 
 def get_transport(name: str, **options: Any) -> Transport:
-    """The transport called `name`, built with the options it accepts (fanout, deadline_s, ssh_options, user)."""
+    """The transport called `name`, built with the options it accepts (fanout, deadline_s, ssh_options, user,
+    kubeconfig, k8s_context, ...)."""
     if name not in TRANSPORTS:
         raise TransportError(f"unknown transport {name!r}; valid: {', '.join(TRANSPORTS)}")
     target = GATEWAY if name == "ssh" and options.get("gateways") else TRANSPORTS[name]

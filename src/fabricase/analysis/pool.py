@@ -1,0 +1,109 @@
+"""Per-host analysis over a process pool: the rules of one host read only that host's items, so hosts are
+analyzed side by side, one process per core. Python's own work (parsing, rules) holds the GIL, which is why
+threads would not help and processes do.
+
+The pool forks: children inherit the capture (its hosts and their lazily read items) and the per-host function
+as they are, so nothing but results crosses a pipe, and a closure or lambda works as a hook. Forking is only
+safe in a process with one thread (a forked lock held by another thread stays held forever), so a process that
+runs threads, a platform without fork, a small fleet, or FABRICASE_ANALYSIS_WORKERS=1 stays serial; results are
+the same either way, in the same order (tests/analysis/test_golden_fleet.py compares both).
+
+What a host's analysis changes on the host itself (its status and reason: a counter reset, a failure) is carried
+back and applied to the parent's host, so that a capture analyzed in the pool reads as one analyzed serially.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from fabricase.models import HostCapture, HostStatus
+
+__all__ = ["MIN_POOL_HOSTS", "Outcome", "map_hosts", "pool_workers"]
+
+T = TypeVar("T")
+MIN_POOL_HOSTS = 64  # below this a fork and its pipes cost more than they save (a host takes a few ms)
+_CHUNKS_PER_WORKER = 8  # small enough to even out slow hosts, large enough that a chunk's pickling is cheap
+WORKERS_ENV = "FABRICASE_ANALYSIS_WORKERS"
+
+
+@dataclass
+class Outcome(Generic[T]):
+    """One host's result, or the failure `fn` raised (an exception of `catch`, else it propagates), and the host's
+    status and reason after the work."""
+
+    value: T | None
+    error: BaseException | None
+    status: HostStatus
+    reason: str | None
+
+
+def pool_workers(hosts: int) -> int:
+    """How many processes analyze `hosts` hosts: 1 (serial) unless the fleet is large enough, the machine has
+    more than one core for us, fork is available and this process runs no other thread."""
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    wanted = int(env) if env.isdigit() and int(env) > 0 else cores
+    if hosts < MIN_POOL_HOSTS or wanted < 2 or threading.active_count() > 1:
+        return 1
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return min(wanted, hosts)
+
+
+# Set in the parent just before the fork and read by the children: (hosts, fn, exception types to catch).
+_JOB: tuple[Sequence[HostCapture], Callable[[HostCapture], Any], tuple[type[BaseException], ...]] | None = None
+
+
+def _one(hc: HostCapture, fn: Callable[[HostCapture], T], catch: tuple[type[BaseException], ...]) -> Outcome[T]:
+    try:
+        value, error = fn(hc), None
+    except catch as exc:
+        value, error = None, exc
+    return Outcome(value, error, hc.status, hc.reason)
+
+
+def _chunk(bounds: tuple[int, int]) -> list[Outcome]:
+    assert _JOB is not None, "pool child without a job"
+    hosts, fn, catch = _JOB
+    return [_portable(_one(hosts[i], fn, catch)) for i in range(*bounds)]
+
+
+def _portable(outcome: Outcome) -> Outcome:
+    """An exception crosses the pipe without its traceback and cause (which may not pickle); what a caller reads
+    of a caught error is its own attributes."""
+    if outcome.error is not None:
+        outcome.error.__cause__ = outcome.error.__context__ = None
+        outcome.error.__traceback__ = None
+    return outcome
+
+
+def _bounds(n: int, workers: int) -> list[tuple[int, int]]:
+    size = max(1, -(-n // (workers * _CHUNKS_PER_WORKER)))
+    return [(start, min(start + size, n)) for start in range(0, n, size)]
+
+
+def map_hosts(hosts: Sequence[HostCapture], fn: Callable[[HostCapture], T],
+              catch: tuple[type[BaseException], ...] = ()) -> list[Outcome[T]]:
+    """`fn(hc)` for every host, in order, in a pool of processes when pool_workers says so; the host's status and
+    reason as the work left them are applied to `hosts` here too. `fn`'s result and the exceptions in `catch`
+    must pickle when a pool runs (an exception class needs its constructor's arguments in `args`, or
+    __reduce__)."""
+    global _JOB
+    workers = pool_workers(len(hosts))
+    if workers < 2:
+        return [_one(hc, fn, catch) for hc in hosts]
+    _JOB = (hosts, fn, catch)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            outcomes = [o for part in pool.map(_chunk, _bounds(len(hosts), workers)) for o in part]
+    finally:
+        _JOB = None
+    for hc, outcome in zip(hosts, outcomes, strict=True):
+        if (hc.status, hc.reason) != (outcome.status, outcome.reason):
+            hc.status, hc.reason = outcome.status, outcome.reason
+    return outcomes
