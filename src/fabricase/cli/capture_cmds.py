@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 
@@ -390,10 +389,6 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
 
     form, upload = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get)
     bundle_args = {"bundle_form": form, "upload": upload} if form != "auto" or upload is not None else {}
-    if bundle_args and "bundle_form" not in inspect.signature(open_escalation).parameters:
-        # until fabricase.flow passes the bundle's form and upload target on (docs/bundles.md, "At scale")
-        raise click.UsageError("this build's open flow cannot take --summary-bundle, --full-bundle or uploads yet; "
-                               "use `fabricase bundle` on the capture")
     probe_values, target = split_probe_values(values)
     if with_probe and target["replay"]:
         raise click.UsageError("--probe runs tests on live hosts; it cannot be added to a --replay")
