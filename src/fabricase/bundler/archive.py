@@ -140,7 +140,7 @@ def capture_record(capture_root: Path) -> dict[str, Any] | None:
     """The collectors with their versions, and every command of every host with its exit code and whether its
     output was truncated, read from the capture's records. Wall-clock durations are left out on purpose: they
     stay in the capture's own index, so the manifest says only what the evidence is."""
-    meta = _capture_json(capture_root)
+    meta = capture_json(capture_root)
     if meta is None:
         return None
     commands: dict[str, list[dict[str, Any]]] = {}
@@ -191,7 +191,7 @@ def capture_record_of(meta: dict[str, Any], commands: dict[str, list[dict[str, A
 
 def capture_mtime(capture_root: Path) -> int:
     """The capture's `created_at` (capture.json) as integer epoch seconds: the bundle's pinned mtime."""
-    doc = _capture_json(Path(capture_root))
+    doc = capture_json(Path(capture_root))
     created = doc.get("created_at") if doc else None
     if not isinstance(created, str):
         raise BundleError("capture.json has no created_at", where=str(Path(capture_root) / "capture.json"))
@@ -209,7 +209,7 @@ def _check_mtime(mtime: int) -> None:
         raise BundleError(f"mtime must be an integer epoch between 0 and {_GZIP_MTIME_MAX}, not {mtime!r}")
 
 
-def _capture_json(capture_root: Path) -> dict[str, Any] | None:
+def capture_json(capture_root: Path) -> dict[str, Any] | None:
     path = capture_root / "capture.json"
     if not path.is_file():
         return None
@@ -226,13 +226,13 @@ def _summary_of(capture_root: Path) -> dict[str, Any] | None:
     """The summary-bundle record of the (redacted) capture.json, or None for a full bundle."""
     from fabricase.bundler.summary_form import SUMMARY_KEY
 
-    doc = _capture_json(capture_root)
+    doc = capture_json(capture_root)
     record = doc.get(SUMMARY_KEY) if doc else None
     return record if isinstance(record, dict) else None
 
 
 def _capture_format_version(capture_root: Path) -> int | None:
-    doc = _capture_json(capture_root)
+    doc = capture_json(capture_root)
     return None if doc is None else doc.get("format_version")
 
 

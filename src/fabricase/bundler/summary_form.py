@@ -117,13 +117,12 @@ def summary_capture(capture_root: Path, dest: Path, included: Sequence[str], rec
     """Write the summary form's capture under `dest` (a new folder): every top-level file and folder of the
     capture, host folders of `included` only (whole), and capture.json with `hosts` = included and the record."""
     capture_root, dest = Path(capture_root), Path(dest)
+    from fabricase.bundler.archive import capture_json
+
     meta_path = capture_root / "capture.json"
-    try:
-        meta = json.loads(meta_path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"capture.json is unreadable: {exc}", where=str(meta_path)) from exc
-    if not isinstance(meta, dict):
-        raise BundleError("capture.json is not a JSON object", where=str(meta_path))
+    meta = capture_json(capture_root)
+    if meta is None:
+        raise BundleError("capture.json is missing", where=str(meta_path))
     dest.mkdir(parents=True)
     keep = set(included)
     for entry in sorted(capture_root.iterdir()):
