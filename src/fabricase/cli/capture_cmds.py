@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import click
 
 from fabricase.bundler.summary_form import capture_summary, summary_line
 from fabricase.cli.app import EXIT_PARTIAL, capture_from_targets, cli, paths, target_options
+from fabricase.cli.options import Age
 from fabricase.cli.output import emit_json, err_console, hosts_json, inert, inert_lines, out_console, print_hosts
 from fabricase.cli.probe_cmd import print_probe, probe_options, run_probe_on, split_probe_values
 from fabricase.cli.provider_cmds import ProviderChoice
@@ -167,7 +169,8 @@ def _bundle_form_options(summary_flag: str):
                          help="Upload the full bundle with this presigned PUT URL you made."),
             click.option("--upload-endpoint", default=None, metavar="URL",
                          help="Another endpoint for the store (S3-compatible storage, an emulator)."),
-            click.option("--expires", "expires", default="7d", show_default=True, metavar="DURATION",
+            click.option("--expires", "expires", type=Age(allow_zero=False), default="7d", show_default=True,
+                         metavar="DURATION",
                          help="How long the presigned URLs stay valid (e.g. 12h, 7d; S3 and GCS: 7d at most)."),
             click.option("--presign-get", is_flag=True,
                          help="Also make a presigned GET URL of the uploaded bundle for the provider."),
@@ -177,17 +180,8 @@ def _bundle_form_options(summary_flag: str):
     return decorate
 
 
-def _duration_s(text: str) -> int:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    raw = (text or "").strip().lower()
-    number, unit = (raw[:-1], raw[-1]) if raw[-1:] in units else (raw, "s")
-    if not number.isdigit() or int(number) <= 0:
-        raise click.BadParameter(f"{text!r} is not a duration such as 3600, 12h or 7d", param_hint="--expires")
-    return int(number) * units[unit]
-
-
 def bundle_choice(summary: bool, full_bundle: bool, upload_to: str | None, upload_url: str | None,
-                  upload_endpoint: str | None, expires: str, presign_get: bool):
+                  upload_endpoint: str | None, expires: timedelta, presign_get: bool):
     """(form, upload target) from the bundle options; a UsageError for options that contradict each other."""
     from fabricase.bundler.upload import parse_upload_target
 
@@ -200,7 +194,7 @@ def bundle_choice(summary: bool, full_bundle: bool, upload_to: str | None, uploa
     where = upload_to or upload_url
     target = None
     if where:
-        target = parse_upload_target(where, endpoint=upload_endpoint, expires_s=_duration_s(expires),
+        target = parse_upload_target(where, endpoint=upload_endpoint, expires_s=int(expires.total_seconds()),
                                      want_get=presign_get)
     return ("summary" if summary else "full" if full_bundle else "auto"), target
 
