@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fabricase.atomicfile import replace_bytes
 from fabricase.caps import MAX_ITEM_BYTES
 from fabricase.capture_records import MissingFile, read_member
 from fabricase.errors import CaptureError, ParseError
@@ -47,14 +48,11 @@ def write_placements(root: Path, placements: list[Placement]) -> Path:
     alone, so that opening a read-only replay again does not fail."""
     path = root / PLACEMENTS_FILE
     data = placements_bytes(placements)
-    tmp = path.with_name(f".{PLACEMENTS_FILE}.tmp")
     try:
         if path.is_file() and path.read_bytes() == data:
             return path
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        replace_bytes(path, data)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise CaptureError(f"cannot store placements: {exc.strerror or exc}", where=str(path)) from exc
     return path
 

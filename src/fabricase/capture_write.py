@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricase import __version__
+from fabricase.atomicfile import replace_bytes, replace_text
 from fabricase.capture_index import INDEX_FILE, encode_index
 from fabricase.capture_records import SAFE_HOST, STREAM_FILE, as_object, item_path, read_json
 from fabricase.collectors.framing import StreamResult
@@ -104,24 +105,18 @@ def new_capture_dir(parent: Path, label: str) -> Path:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    replace_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _write_index(path: Path, items: list[CaptureItem]) -> None:
     # Compact, in one encoder call: json's C encoder (indent=None) is ~10x faster than the indenting one,
     # and a GPU host has thousands of items.
     body = json.dumps({"items": [it.to_dict() for it in items]}, sort_keys=True, separators=(",", ":"))
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(body + "\n")
-    tmp.replace(path)
+    replace_text(path, body + "\n")
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    replace_bytes(path, data)
 
 
 def prepare_capture_dir(root: Path) -> Path:

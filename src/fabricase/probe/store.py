@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from fabricase.atomicfile import replace_bytes
 from fabricase.capture_index import INDEX_FILE, index_records, records_index
 from fabricase.capture_records import item_path
 from fabricase.capturedir import host_dir_name
@@ -32,9 +33,7 @@ class NewItem:
 
 
 def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    replace_bytes(path, data)
 
 
 def _record(hdir: Path, source: str, kind: str, data: bytes, **fields) -> CaptureItem:

@@ -8,13 +8,13 @@ bytes in parts of `partSizeBytes`, PUT to presigned URLs, and are attached by `u
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from fabricase.atomicfile import replace_text
 from fabricase.bundler.limits import DeskLimits
 from fabricase.errors import BundleError, ProviderError
 from fabricase.models import EscalationState
@@ -102,9 +102,7 @@ def read_cache(path: Path) -> CaseCodes | None:
 def _write_cache(path: Path, codes: CaseCodes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(codes.to_json(), encoding="utf-8")
-        os.replace(tmp, path)
+        replace_text(path, codes.to_json())
     except OSError:
         pass  # the cache saves calls; filing does not depend on it
 

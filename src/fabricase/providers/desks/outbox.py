@@ -5,11 +5,11 @@ default desk."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from datetime import UTC
 from pathlib import Path
 
+from fabricase.atomicfile import copy_atomic as _copy_atomic
+from fabricase.atomicfile import replace_bytes
 from fabricase.bundler.limits import DeskLimits
 from fabricase.errors import ProviderError
 from fabricase.models import EscalationState, TicketDraft
@@ -26,18 +26,11 @@ COMMENTS = "comments.md"
 
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write via a temporary file, so that an interrupted filing never leaves half a ticket."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    else:
-        tmp.write_bytes(data)
-    os.replace(tmp, path)
+    replace_bytes(path, data.encode("utf-8") if isinstance(data, str) else data)
 
 
 def copy_atomic(source: Path, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
+    _copy_atomic(source, target)
 
 
 class OutboxDesk(Desk):
