@@ -87,7 +87,7 @@ class CollectOptions:
 def default_via(targets: Targets) -> str:
     """k8s for Kubernetes nodes, slurm for a running job's nodes (ssh once it has ended), local for this machine,
     else ssh."""
-    if getattr(targets, "k8s", None):
+    if targets.k8s:
         return "k8s"
     if targets.slurm is not None:
         return "slurm" if targets.slurm.running else "ssh"
@@ -230,10 +230,7 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
 
     try:
         runs = transport.run(list(targets.hosts), script, timeout_s=timeout, on_done=done)
-        if hasattr(transport, "node_records"):  # --via k8s: providerID, zone, instance type, for locate
-            from fabricase.k8s.records import write_kubernetes_nodes
-
-            write_kubernetes_nodes(root, transport.node_records())
+        transport.record_extras(root)  # --via k8s: providerID, zone, instance type, for locate
         interrupted = any(r.reason == "interrupted" for r in runs)
         if interrupted:
             for host in targets.hosts[len(runs):]:  # the rest are recorded as never reached

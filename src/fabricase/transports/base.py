@@ -9,6 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fabricase.models import HostStatus
@@ -46,3 +47,9 @@ class Transport(ABC):
         on_done: Callable[[HostRun], None] | None = None,
     ) -> list[HostRun]:
         """Run `script` with sh on every host; call on_done as each host finishes."""
+
+    def record_extras(self, root: Path) -> None:
+        """Store what this transport learnt about the hosts beside the capture, after run() (k8s: each node's
+        providerID, zone and instance type in kubernetes.json, so that locate works without DMI). Most
+        transports learn nothing the stream does not carry."""
+        return None

@@ -24,11 +24,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from fabricase.errors import TransportError
 from fabricase.k8s.api import KubeApi, KubeConfig, api_status, load_api
 from fabricase.k8s.exec import ExecResult, exec_in_pod
+from fabricase.k8s.records import write_kubernetes_nodes
 from fabricase.k8s.targets import NodeRecord, node_record
 from fabricase.models import HostStatus
 from fabricase.transports.base import HostRun, Transport
@@ -115,6 +117,10 @@ class K8sTransport(Transport):
         collect writes to the capture's kubernetes.json so that locate works without DMI."""
         with self._lock:
             return [self._records[n].to_dict() for n in sorted(self._records)]
+
+    def record_extras(self, root: Path) -> None:
+        """kubernetes.json: node_records(), read back by locate (fabricase.k8s.records)."""
+        write_kubernetes_nodes(root, self.node_records())
 
     def run(self, hosts: list[str], script: str, *, timeout_s: float,
             on_done: Callable[[HostRun], None] | None = None) -> list[HostRun]:
