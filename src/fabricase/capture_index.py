@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -53,53 +54,172 @@ RECORD = np.dtype([
 ])
 
 
+_LAYOUT = np.dtype([(name, RECORD.fields[name][0])
+                    for name in ("source", "collector", "command", "error", "snapshot", "kind", "flags")])
+assert RECORD.fields["flags"][1] + 1 == _LAYOUT.itemsize  # the first fields of a record, packed
+
+
+class _Layout:
+    """What an index's string table and the first 20 bytes of its records (string ids, snapshot, kind, flags)
+    decide, worked out once per distinct layout: the hosts of a fleet share a few (their values differ, their
+    sources do not). `ok`: every check of the layout alone passes; the columns CaptureItems are built from."""
+
+    def __init__(self, strings: list[str] | None, fields: np.ndarray, ok: bool) -> None:
+        self.strings, self.fields, self.ok = strings, fields, ok
+        flags = fields["flags"]
+        self.has_offset, self.has_rc = (flags & _HAS_OFFSET) != 0, (flags & _HAS_RC) != 0
+        self.has_duration = (flags & _HAS_DURATION) != 0
+        self.offset_rows, self.rc_rows = _rows(self.has_offset), _rows(self.has_rc)
+        self.duration_rows = _rows(self.has_duration)
+        self.in_stream = bool(self.has_offset.any())
+        self._columns: tuple[list, ...] | None = None
+        self._selected: dict[tuple[str, str], tuple[np.ndarray, list[tuple[str, int]]] | None] = {}
+
+    def select(self, prefix: str, kind: str) -> tuple[np.ndarray, list[tuple[str, int]]] | None:
+        """IndexTable.select, memoized: a fleet's hosts ask for the same few prefixes."""
+        key = (prefix, kind)
+        if key not in self._selected:
+            if len(self._selected) >= 64:  # a caller asking for many: memory stays bounded
+                self._selected.clear()
+            self._selected[key] = self._select(prefix, kind)
+        return self._selected[key]
+
+    def _select(self, prefix: str, kind: str) -> tuple[np.ndarray, list[tuple[str, int]]] | None:
+        assert self.strings is not None
+        f, strings = self.fields, self.strings
+        wanted = np.fromiter((s.startswith(prefix) for s in strings), dtype=bool, count=len(strings))
+        kinds = f["kind"] == (ITEM_KINDS.index(kind) if kind in ITEM_KINDS else len(ITEM_KINDS))
+        rows = np.flatnonzero(wanted[f["source"]] & kinds) if len(strings) else np.zeros(0, np.intp)
+        if not self.has_offset[rows].all():
+            return None
+        keys = [(strings[n], snap) for n, snap in zip(f["source"][rows].tolist(), f["snapshot"][rows].tolist(),
+                                                      strict=True)]
+        return rows, keys
+
+    def columns(self) -> tuple[list, ...]:
+        """sources, snapshots, kinds, collectors, paths, truncated, errors, commands, and the offset, rc and
+        duration flags as lists: shared by every host of the layout (the strings are the same objects)."""
+        if self._columns is None:
+            assert self.strings is not None
+            f, text = self.fields, [*self.strings, None]  # NONE (remapped to the last id + 1) reads as None
+            none = len(self.strings)
+            sources = [text[n] for n in f["source"].tolist()]
+            snapshots = f["snapshot"].tolist()
+            kinds = [ITEM_KINDS[k] for k in f["kind"].tolist()]
+            has_offset = self.has_offset.tolist()
+            paths = [STREAM_FILE if at else item_path(source, snap, kind)
+                     for source, snap, kind, at in zip(sources, snapshots, kinds, has_offset, strict=True)]
+            self._columns = (
+                sources, snapshots, kinds, [text[n] for n in f["collector"].tolist()], paths,
+                ((f["flags"] & _TRUNCATED) != 0).tolist(),
+                [text[n] for n in np.where(f["error"] == NONE, none, f["error"]).tolist()],
+                [text[n] for n in np.where(f["command"] == NONE, none, f["command"]).tolist()],
+                has_offset, self.has_rc.tolist(), self.has_duration.tolist(),
+            )
+        return self._columns
+
+
+_Rows = tuple[np.ndarray | slice | None, np.ndarray | slice | None]
+
+
+def _rows(flag: np.ndarray) -> _Rows:
+    """The rows with the flag and those without, as indexes into a column (a slice when all; None when none)."""
+    if flag.all():
+        return slice(None), None
+    if not flag.any():
+        return None, slice(None)
+    return np.flatnonzero(flag), np.flatnonzero(~flag)
+
+
+@lru_cache(maxsize=32)  # a few MiB at most: a layout of a GPU host (3,000 items) holds about 300 KiB
+def _cached_layout(nstrings: int, head: bytes, fields: bytes) -> _Layout:
+    """The layout of an index whose string table (ends, then bytes) is `head` and whose records start with
+    `fields`. Nothing raises here: a layout that fails a check is not ok, and decode_index then runs every
+    check in order to say which (the first error of the file, as ever)."""
+    records = np.frombuffer(fields, dtype=_LAYOUT)
+    try:
+        strings = _strings(head[4 * nstrings:], np.frombuffer(head, "<u4", nstrings).astype(np.int64), "")
+    except CaptureError:
+        return _Layout(None, records, ok=False)
+    try:
+        _check_layout(records, len(strings), "")
+        _check_sources(records, strings, "")
+    except CaptureError:
+        return _Layout(strings, records, ok=False)
+    return _Layout(strings, records, ok=True)
+
+
 @dataclass
 class IndexTable:
     """A decoded, checked index: the records as one numpy array and the host's distinct strings."""
 
     records: np.ndarray
     strings: list[str]
+    layout: _Layout | None = None  # None: worked out from the records when first needed
 
     def __len__(self) -> int:
         return len(self.records)
 
+    def _shape(self) -> _Layout:
+        if self.layout is None:
+            self.layout = _Layout(self.strings, self.records, ok=True)
+        return self.layout
+
     @property
     def in_stream(self) -> bool:
         """Whether any item points into the host's stream (which must then exist)."""
-        return bool(((self.records["flags"] & _HAS_OFFSET) != 0).any())
+        return self._shape().in_stream
+
+    def select(self, prefix: str, kind: str) -> tuple[np.ndarray, list[tuple[str, int]]] | None:
+        """The rows of the items of `kind` whose source starts with `prefix`, in order, and their (source,
+        snapshot) keys (each once: the index lists no item twice); None when one is not in the stream."""
+        return self._shape().select(prefix, kind)
+
+    def texts(self, rows: np.ndarray, stream: bytes) -> list[str] | None:
+        """The text (undecodable bytes replaced) of these rows' items in the stream's bytes: one decode of the
+        span they cover when it is ASCII (byte offsets are then character offsets). None when one lies past
+        the stream's end (read() then says which)."""
+        if not len(rows):
+            return []
+        starts = self.records["offset"][rows]
+        ends = starts + self.records["bytes"][rows]
+        low, high = int(starts.min()), int(ends.max())
+        if high > len(stream):
+            return None
+        span = stream[low:high]
+        if span.isascii():
+            text = span.decode("ascii")
+            return [text[a:b] for a, b in zip((starts - low).tolist(), (ends - low).tolist(), strict=True)]
+        return [stream[a:b].decode("utf-8", errors="replace")
+                for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
     def items(self) -> list[CaptureItem]:
-        """The CaptureItems, built column by column (tolist is one C call per column, not one per value)."""
+        """The CaptureItems: the layout's shared columns, this host's values (tolist is one C call per column),
+        and one map() over CaptureItem, positional in its field order (the round-trip test pins it)."""
         r = self.records
         if not len(r):
             return []
-        text = self.strings + [None]  # NONE (the last id + 1 after remapping below) reads as None
-        none = len(self.strings)
-        command = np.where(r["command"] == NONE, none, r["command"]).tolist()
-        error = np.where(r["error"] == NONE, none, r["error"]).tolist()
-        flags = r["flags"]
-        has_offset = (flags & _HAS_OFFSET).astype(bool).tolist()
-        offsets = r["offset"].tolist()
-        rcs = r["rc"].tolist()
-        has_rc = (flags & _HAS_RC).astype(bool).tolist()
-        durations = r["duration_ms"].tolist()
-        has_duration = (flags & _HAS_DURATION).astype(bool).tolist()
-        truncated = (flags & _TRUNCATED).astype(bool).tolist()
-        digests = r["sha256"].tobytes().hex()
-        kinds = [ITEM_KINDS[k] for k in r["kind"].tolist()]
-        sources, collectors = r["source"].tolist(), r["collector"].tolist()
-        snapshots, sizes = r["snapshot"].tolist(), r["bytes"].tolist()
-        # Positional, in CaptureItem's field order (about 3x faster than keywords; the round-trip test pins it).
-        out = []
-        for n in range(len(r)):
-            source, snap, kind = text[sources[n]], snapshots[n], kinds[n]
-            offset = offsets[n] if has_offset[n] else None
-            out.append(CaptureItem(
-                source, snap, kind, text[collectors[n]],
-                STREAM_FILE if offset is not None else item_path(source, snap, kind),  # type: ignore[arg-type]
-                sizes[n], digests[64 * n:64 * n + 64], rcs[n] if has_rc[n] else None,
-                durations[n] if has_duration[n] else None, truncated[n], text[error[n]], text[command[n]], offset))
-        return out
+        (sources, snapshots, kinds, collectors, paths, truncated, errors, commands,
+         has_offset, has_rc, has_duration) = self._shape().columns()
+        offsets = _flagged(r["offset"].tolist(), has_offset)
+        rcs = _flagged(r["rc"].tolist(), has_rc)
+        durations = _flagged(r["duration_ms"].tolist(), has_duration)
+        return list(map(CaptureItem, sources, snapshots, kinds, collectors, paths, r["bytes"].tolist(),
+                        _hex_digests(r["sha256"]), rcs, durations, truncated, errors, commands, offsets))
+
+
+def _flagged(values: list, flags: list[bool]) -> list:
+    """values where their flag is set, else None (an absent rc, duration or offset)."""
+    if all(flags):
+        return values
+    return [v if flag else None for v, flag in zip(values, flags, strict=True)]
+
+
+def _hex_digests(digests: np.ndarray) -> list[str]:
+    """The 32-byte digests as 64 hex digits each: one hex() and one split in C (a UTF-32 view as 64-character
+    numpy strings), not a slice per item."""
+    text = digests.tobytes().hex()
+    return np.frombuffer(text.encode("utf-32-le"), dtype="<U64").tolist()
 
 
 def encode_index(items: list[CaptureItem]) -> bytes:
@@ -154,20 +274,21 @@ def decode_index(data: bytes, where: str, stream_bytes: int | None = None) -> In
     if version != INDEX_VERSION or size != RECORD.itemsize:
         raise CaptureError(f"index version {version} with {size}-byte records is not supported (this fabricase "
                            f"reads version {INDEX_VERSION}, {RECORD.itemsize}-byte records)", where=where)
-    want = _HEADER.size + 4 * nstrings + nbytes + count * RECORD.itemsize
-    if want != len(data):
-        raise CaptureError(f"index is {len(data):,} bytes, its header says {want:,} ({count:,} items, "
-                           f"{nstrings:,} strings; truncated or corrupt)", where=where)
-    at = _HEADER.size
-    ends = np.frombuffer(data, dtype="<u4", count=nstrings, offset=at).astype(np.int64)
-    at += 4 * nstrings
-    blob = data[at:at + nbytes]
-    records = np.frombuffer(data, dtype=RECORD, count=count, offset=at + nbytes)
-    strings = _strings(blob, ends, where)
-    _check_records(records, len(strings), where)
-    _check_sources(records, strings, where)
-    _check_stream(records, strings, where, stream_bytes)
-    return IndexTable(records=records, strings=strings)
+    at = _HEADER.size + 4 * nstrings + nbytes  # where the records start
+    if at + count * RECORD.itemsize != len(data):
+        raise CaptureError(f"index is {len(data):,} bytes, its header says {at + count * RECORD.itemsize:,} "
+                           f"({count:,} items, {nstrings:,} strings; truncated or corrupt)", where=where)
+    records = np.frombuffer(data, dtype=RECORD, count=count, offset=at)
+    fields = np.frombuffer(data, np.uint8, count * RECORD.itemsize, at).reshape(count, RECORD.itemsize)
+    layout = _cached_layout(nstrings, bytes(data[_HEADER.size:at]), fields[:, :_LAYOUT.itemsize].tobytes())
+    if not (layout.ok and _values_ok(records, layout)):  # something is wrong: every check in order says what
+        ends = np.frombuffer(data, dtype="<u4", count=nstrings, offset=_HEADER.size).astype(np.int64)
+        strings = _strings(data[_HEADER.size + 4 * nstrings:at], ends, where)
+        _check_records(records, len(strings), where)
+        _check_sources(records, strings, where)
+    assert layout.strings is not None  # the checks above raised otherwise
+    _check_stream(records, layout.strings, where, stream_bytes, layout.has_offset)
+    return IndexTable(records=records, strings=layout.strings, layout=layout)
 
 
 def _strings(blob: bytes, ends: np.ndarray, where: str) -> list[str]:
@@ -189,19 +310,42 @@ def _first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def _raise_first(checks: tuple[tuple[np.ndarray, str], ...], where: str) -> None:
+    for bad, what in checks:
+        if bad.any():
+            raise CaptureError(f"item {_first(bad)}: {what}", where=where)
+
+
 def _check_records(r: np.ndarray, nstrings: int, where: str) -> None:
     """Every field in range, over whole columns; the first bad item is named."""
-    flags = r["flags"]
-    has_offset = (flags & _HAS_OFFSET) != 0
-    duration = r["duration_ms"]
-    checks = (
+    _check_fields(r, nstrings, where)
+    _check_values(r, where)
+    _check_twins(r, where)
+
+
+def _check_layout(r: np.ndarray, nstrings: int, where: str) -> None:
+    """The checks of _check_records that read only the layout's fields (string ids, snapshot, kind, flags)."""
+    _check_fields(r, nstrings, where)
+    _check_twins(r, where)
+
+
+def _check_fields(r: np.ndarray, nstrings: int, where: str) -> None:
+    _raise_first((
         (r["source"] >= nstrings, "its source is not a string of the index"),
         (r["collector"] >= nstrings, "its collector is not a string of the index"),
         ((r["command"] >= nstrings) & (r["command"] != NONE), "its command is not a string of the index"),
         ((r["error"] >= nstrings) & (r["error"] != NONE), "its error is not a string of the index"),
         (r["snapshot"] > MAX_SNAPSHOT, f"snapshot is over {MAX_SNAPSHOT:,}"),
         (r["kind"] >= len(ITEM_KINDS), f"kind is not one of {', '.join(ITEM_KINDS)}"),
-        ((flags & ~np.uint8(_FLAGS)) != 0, "unknown flags"),
+        ((r["flags"] & ~np.uint8(_FLAGS)) != 0, "unknown flags"),
+    ), where)
+
+
+def _check_values(r: np.ndarray, where: str) -> None:
+    flags = r["flags"]
+    has_offset = (flags & _HAS_OFFSET) != 0
+    duration = r["duration_ms"]
+    _raise_first((
         (r["bytes"] > MAX_ITEM_BYTES, f"over the {MAX_ITEM_BYTES:,}-byte cap on one item"),
         (has_offset & (r["offset"] > MAX_MEMBER_BYTES), "offset is past any stream"),
         (~has_offset & (r["offset"] != 0), "an offset without its flag"),
@@ -209,10 +353,30 @@ def _check_records(r: np.ndarray, nstrings: int, where: str) -> None:
         (((flags & _HAS_RC) == 0) & (r["rc"] != 0), "an rc without its flag"),
         (((flags & _HAS_DURATION) != 0) & ~np.isfinite(duration), "duration_ms is not a finite number"),
         (((flags & _HAS_DURATION) == 0) & (duration != 0), "a duration_ms without its flag"),
-    )
-    for bad, what in checks:
-        if bad.any():
-            raise CaptureError(f"item {_first(bad)}: {what}", where=where)
+    ), where)
+
+
+def _values_ok(r: np.ndarray, layout: _Layout) -> bool:
+    """Whether _check_values would pass, in a few reductions over the rows with and without each flag (known
+    from the layout): the common case, so that the checks one by one run only to name what is wrong."""
+    if not len(r):
+        return True
+    if int(r["bytes"].max()) > MAX_ITEM_BYTES:
+        return False
+    offset, rc, duration = r["offset"], r["rc"], r["duration_ms"]
+    (on, off) = layout.offset_rows
+    if (on is not None and int(offset[on].max()) > MAX_MEMBER_BYTES) or (off is not None and offset[off].any()):
+        return False
+    (on, off) = layout.rc_rows
+    if on is not None and (int(rc[on].max()) > _RC_LIMIT or int(rc[on].min()) < -_RC_LIMIT):
+        return False
+    if off is not None and rc[off].any():
+        return False
+    (on, off) = layout.duration_rows  # NaN is true: a NaN without its flag is refused too
+    return not ((on is not None and not np.isfinite(duration[on]).all()) or (off is not None and duration[off].any()))
+
+
+def _check_twins(r: np.ndarray, where: str) -> None:
     key = (r["source"].astype(np.int64) * (MAX_SNAPSHOT + 1) + r["snapshot"]) * len(ITEM_KINDS) + r["kind"]
     if len(np.unique(key)) != len(key):
         raise CaptureError("lists an item (source, snapshot, kind) twice", where=where)
@@ -236,14 +400,18 @@ def _check_sources(r: np.ndarray, strings: list[str], where: str) -> None:
                                where=where)
 
 
-def _check_stream(r: np.ndarray, strings: list[str], where: str, stream_bytes: int | None) -> None:
+def _check_stream(r: np.ndarray, strings: list[str], where: str, stream_bytes: int | None,
+                  has_offset: np.ndarray | None = None) -> None:
     """Every item with an offset lies inside the stream. An integrity error (CorruptItemError, as in format 2):
     the index is well formed, the stream was cut or changed after it was written."""
-    has_offset = (r["flags"] & _HAS_OFFSET) != 0
+    if has_offset is None:
+        has_offset = (r["flags"] & _HAS_OFFSET) != 0
     if stream_bytes is None or not has_offset.any():
         return
-    stream_where = where.removesuffix(INDEX_FILE) + STREAM_FILE
     end = r["offset"] + r["bytes"]  # both capped by _check_records, so no overflow
+    if int(end.max()) <= stream_bytes:  # the common case: nothing ends past the stream (with an offset or not)
+        return
+    stream_where = where.removesuffix(INDEX_FILE) + STREAM_FILE
     past = has_offset & (end > stream_bytes)
     if past.any():
         n = _first(past)

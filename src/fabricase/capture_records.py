@@ -49,10 +49,58 @@ def mib_text(n: int) -> str:
     return f"{n // MIB} MiB"
 
 
-def open_member(inside: Path, path: Path, where: str) -> int:
+def open_member(inside: Path, path: Path | str, where: str) -> int:
     """A descriptor open for reading `path`, which must be a plain file under `inside` (resolved) and within
     caps.MAX_MEMBER_BYTES. A symlink out of the capture is refused (a capture must not make fabricase read
     another file of this machine, or /dev/zero), and so are FIFOs and devices, which block or never end."""
+    return _open_member(inside, path, where)[0]
+
+
+def _open_member(inside: Path, path: Path | str, where: str) -> tuple[int, int]:
+    """open_member's descriptor and the file's size (one fstat for the check and the caller)."""
+    fd = _open_plain(os.fspath(inside), os.fspath(path))
+    if fd is None:  # not provably a plain path inside: resolve it, and say what is wrong
+        fd = _open_resolved(inside, Path(path), where)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise CaptureError("not a plain file (a directory, FIFO or device; refused)", where=where)
+    if st.st_size > MAX_MEMBER_BYTES:
+        os.close(fd)
+        raise CaptureError(f"{st.st_size:,} bytes, over the {mib_text(MAX_MEMBER_BYTES)} cap on one file", where=where)
+    return fd, st.st_size
+
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_plain(inside: str, path: str) -> int | None:
+    """The common case without resolving (a realpath is an lstat per component from /, 80 us a file): `path`
+    spelled as `inside` + plain names, every directory below `inside` a real one (lstat: not a symlink), and
+    the file itself opened with O_NOFOLLOW. `inside` is resolved, so the file is inside. None when any of that
+    does not hold (a symlink, `..`, a missing file, another spelling): then _open_resolved decides."""
+    prefix = inside if inside.endswith("/") else inside + "/"
+    try:
+        if not path.startswith("/"):
+            path = os.path.join(os.getcwd(), path)  # getcwd is a resolved path
+        if not path.startswith(prefix):
+            return None
+        parts = path[len(prefix):].split("/")
+        if "" in parts or "." in parts or ".." in parts:
+            return None
+        at = prefix[:-1]
+        for part in parts[:-1]:
+            at = f"{at}/{part}"
+            if not stat.S_ISDIR(os.lstat(at).st_mode):
+                return None
+        # O_NONBLOCK: a FIFO swapped in opens at once instead of waiting for a writer; fstat then refuses it.
+        return os.open(path, _OPEN_FLAGS)
+    except (OSError, ValueError):  # ValueError: a NUL in a name (the resolving path raises it, as it did)
+        return None
+
+
+def _open_resolved(inside: Path, path: Path, where: str) -> int:
+    """The careful case: resolve every symlink, refuse a file outside `inside`, and say what is wrong."""
     try:
         real = path.resolve(strict=True)
     except FileNotFoundError as exc:
@@ -62,44 +110,38 @@ def open_member(inside: Path, path: Path, where: str) -> int:
     if not real.is_relative_to(inside):
         raise CaptureError("a symlink to outside the capture directory (refused)", where=where)
     try:
-        # O_NONBLOCK: a FIFO swapped in opens at once instead of waiting for a writer; fstat then refuses it.
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return os.open(real, _OPEN_FLAGS)
     except OSError as exc:
         raise CaptureError(f"unreadable ({exc.strerror})", where=where) from exc
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise CaptureError("not a plain file (a directory, FIFO or device; refused)", where=where)
-    if st.st_size > MAX_MEMBER_BYTES:
-        os.close(fd)
-        raise CaptureError(f"{st.st_size:,} bytes, over the {mib_text(MAX_MEMBER_BYTES)} cap on one file", where=where)
-    return fd
 
 
-def member_size(inside: Path, path: Path, where: str) -> int:
-    fd = open_member(inside, path, where)
+def member_size(inside: Path, path: Path | str, where: str) -> int:
+    fd, size = _open_member(inside, path, where)
+    os.close(fd)
+    return size
+
+
+def read_member(inside: Path, path: Path | str, where: str, cap: int) -> bytes:
+    """A whole file of the capture, refused when over `cap` bytes (it is read into memory)."""
+    fd, size = _open_member(inside, path, where)
     try:
-        return os.fstat(fd).st_size
+        # A read allocates what it asks for up front: ask for the size the file has (+1 to see one that grows),
+        # and read again only after a short read (the size fstat gave, of a file that does not grow, is all).
+        want = min(size, cap) + 1
+        data = os.read(fd, want)
+        while len(data) < min(want, size) and (more := os.read(fd, want - len(data))):
+            data += more
     finally:
         os.close(fd)
-
-
-def read_member(inside: Path, path: Path, where: str, cap: int) -> bytes:
-    """A whole file of the capture, refused when over `cap` bytes (it is read into memory)."""
-    fd = open_member(inside, path, where)
-    with os.fdopen(fd, "rb") as fh:
-        size = os.fstat(fd).st_size
-        # read(n) allocates n bytes up front: ask for the size the file has (+1 to see one that grows), not cap.
-        data = fh.read(min(size, cap) + 1)
     if len(data) > cap:
         raise CaptureError(f"{max(size, len(data)):,} bytes, over the {mib_text(cap)} cap on what is read whole",
                            where=where)
     return data
 
 
-def read_json(inside: Path, path: Path) -> Any:
+def read_json(inside: Path, path: Path | str) -> Any:
     """One JSON document of the capture (capture.json, host.json, index.json), strictly: UTF-8, no NaN."""
-    where = str(path)
+    where = os.fspath(path)
     data = read_member(inside, path, where, MAX_ITEM_BYTES)
     try:
         return json.loads(data.decode("utf-8"), parse_constant=_no_constant)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from fabricase.caps import MAX_ITEM_BYTES, MIB
-from fabricase.capture_index import INDEX_FILE, decode_index
+from fabricase.capture_index import INDEX_FILE, IndexTable, decode_index
 from fabricase.capture_placements import (
     PLACEMENTS_FILE,
     load_placements,
@@ -124,6 +124,7 @@ class StoredHost(HostCapture):
     _pinned = False  # items assigned by a caller: kept by release(), never decoded again over them
     _table = None  # format 3: the checked index kept from loading (within the load's budget), else read again
     _indexed_count = 0  # format 3: the number of items index.fci holds (checked when loaded)
+    _live: tuple[IndexTable, list[CaptureItem]] | None = None  # format 3: the table the items were decoded from
 
     @property  # type: ignore[override]
     def items(self) -> list[CaptureItem]:
@@ -142,32 +143,80 @@ class StoredHost(HostCapture):
         return len(self._item_list) if self._item_list is not None else self._indexed_count
 
     def _decode_items(self) -> list[CaptureItem]:
-        if self._table is not None:
-            return self._table.items()
-        assert self.index_file is not None and self.inside is not None
-        where = str(self.index_file)
-        try:
-            data = read_member(self.inside, self.index_file, where, MAX_ITEM_BYTES)
-            return decode_index(data, where, self.stream_bytes.get(STREAM_FILE)).items()
-        except CaptureError as exc:  # it was checked when loaded: it changed since
-            raise CorruptItemError(f"index changed since the capture was loaded: {exc.message}",
-                                   where=exc.where) from exc
+        table = self._table
+        if table is None:
+            assert self.index_file is not None and self.inside is not None
+            where = str(self.index_file)
+            try:
+                data = read_member(self.inside, self.index_file, where, MAX_ITEM_BYTES)
+                table = decode_index(data, where, self.stream_bytes.get(STREAM_FILE))
+            except CaptureError as exc:  # it was checked when loaded: it changed since
+                raise CorruptItemError(f"index changed since the capture was loaded: {exc.message}",
+                                       where=exc.where) from exc
+        items = table.items()
+        self._live = (table, items)
+        return items
 
     def release(self) -> None:
         """Also drops format 3's decoded items (decoded again on next use)."""
         super().release()
         if self.index_file is not None and not self._pinned:
             self._item_list = None
+        self._live = None
 
     def read(self, item: CaptureItem) -> bytes:
         self.cache["last_item"] = item  # named when this host's analysis fails (analysis._failure)
+        offset = item.offset
+        if offset is not None:  # the common case, first: a slice of the stream read once
+            blob = self._blobs.get(item.path)
+            if blob is not None:
+                data = blob[offset:offset + item.bytes]
+                if len(data) == item.bytes:
+                    return data
+        return self._read_stored(item)
+
+    def texts(self, prefix: str, kind: str = "file") -> dict[tuple[str, int], str]:
+        """HostCapture.texts without a Python step per item: the rows are selected once per index layout, and
+        cut from the stream read once (one decode when ASCII). Items not decoded from the index (assigned), or
+        not all in a stream read whole, go item by item (read() says what is wrong)."""
+        items, live = self.items, self._live
+        picked = live[0].select(prefix, kind) if live is not None and live[1] is items else None
+        if picked is None or not picked[1]:
+            return self._texts_each(prefix, kind) if picked is None else {}
+        rows, keys = picked
+        if STREAM_FILE not in self._blobs:
+            self.read(items[int(rows[0])])  # reads the stream once, or raises as the item by item way would
+        stream = self._blobs.get(STREAM_FILE)
+        texts = live[0].texts(rows, stream) if stream is not None else None  # type: ignore[index]
+        if texts is None:
+            return self._texts_each(prefix, kind)
+        self.cache["last_item"] = items[int(rows[-1])]  # as after read() of each, in order
+        return dict(zip(keys, texts, strict=True))
+
+    def _texts_each(self, prefix: str, kind: str) -> dict[tuple[str, int], str]:
+        """texts() item by item: a slice of a stream read once where it can be, else read()."""
+        out: dict[tuple[str, int], str] = {}
+        blobs, last = self._blobs, None
+        for it in self.items:
+            if it.kind != kind or not it.source.startswith(prefix):
+                continue
+            key = (it.source, it.snapshot)
+            if key in out:
+                continue
+            last, blob, offset = it, blobs.get(it.path), it.offset
+            data = blob[offset:offset + it.bytes] if blob is not None and offset is not None else None
+            if data is None or len(data) != it.bytes:
+                data = self.read(it)
+            out[key] = data.decode("utf-8", errors="replace")
+        if last is not None:
+            self.cache["last_item"] = last  # as after read() of each, in order
+        return out
+
+    def _read_stored(self, item: CaptureItem) -> bytes:
+        """read() past its common case: the first item of a stream, a file of its own, a large stream."""
         if self.root is None or self.inside is None:
             return super().read(item)
         blob = self._blobs.get(item.path)
-        if blob is not None and item.offset is not None:  # the common case, first: a slice of the stream read once
-            data = blob[item.offset:item.offset + item.bytes]
-            if len(data) == item.bytes:
-                return data
         path, where = self.root / item.path, f"{self.root}/{item.path}"
         if item.offset is None:
             data = blob
@@ -212,8 +261,8 @@ def _load_host(root: Path, inside: Path, name: str, verify: bool, version: int, 
 
 def _host_from_records(hdir: Path, inside: Path, name: str, verify: bool, version: int,
                        keep: list[int]) -> StoredHost:
-    where = str(hdir / "host.json")
-    meta = as_object(read_json(inside, hdir / "host.json"), "", where)
+    where = f"{hdir}/host.json"  # strings, not Paths: this runs for every host of the fleet
+    meta = as_object(read_json(inside, where), "", where)
     if meta.get("host") != name:
         raise CaptureError(f"names host {str(meta.get('host'))[:80]!r}, but its folder is {name!r}", where=where)
     status = text_field(meta, "status", "", where)
@@ -243,22 +292,22 @@ def _index_v3(hc: StoredHost, keep: list[int]) -> None:
     """Check index.fci whole (bounds against the stream's size, a stat), then leave the items to be decoded on
     first use: loading a fleet builds no item objects. keep[0]: index bytes this load may still keep."""
     assert hc.root is not None and hc.inside is not None
-    path = hc.root / INDEX_FILE
-    data = read_member(hc.inside, path, str(path), MAX_ITEM_BYTES)
+    path, stream = f"{hc.root}/{INDEX_FILE}", f"{hc.root}/{STREAM_FILE}"
+    data = read_member(hc.inside, path, path, MAX_ITEM_BYTES)
     try:
-        size: int | None = member_size(hc.inside, hc.root / STREAM_FILE, f"{hc.root}/{STREAM_FILE}")
+        size: int | None = member_size(hc.inside, stream, stream)
     except MissingFile:
         size = None
-    table = decode_index(data, str(path), size)
+    table = decode_index(data, path, size)
     if size is None and table.in_stream:
-        raise CorruptItemError("stream missing or unreadable", where=f"{hc.root}/{STREAM_FILE}")
+        raise CorruptItemError("stream missing or unreadable", where=stream)
     hc._indexed_count = len(table)
     if len(data) <= keep[0]:
         keep[0] -= len(data)
         hc._table = table
     if size is not None:
         hc.stream_bytes[STREAM_FILE] = size
-    hc.index_file = path
+    hc.index_file = hc.root / INDEX_FILE
     hc.items = None  # type: ignore[assignment]  # decoded from index_file on first use
 
 

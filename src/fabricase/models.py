@@ -70,7 +70,7 @@ class Host:
     address: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)  # thousands per GPU host: no per-object __dict__
 class CaptureItem:
     """One file read or one command run on one host in one snapshot.
 
@@ -179,6 +179,16 @@ class HostCapture:
             return data[item.offset:item.offset + item.bytes]
         return data
 
+    def texts(self, prefix: str, kind: str = "file") -> dict[tuple[str, int], str]:
+        """The text (undecodable bytes replaced) of every item of this kind whose source starts with prefix, by
+        (source, snapshot), in one pass: the first item of each (source, snapshot) wins, as in item(). A
+        subclass may read them in bulk; a failed read raises as read() does."""
+        out: dict[tuple[str, int], str] = {}
+        for it in self.items:
+            if it.kind == kind and it.source.startswith(prefix) and (it.source, it.snapshot) not in out:
+                out[(it.source, it.snapshot)] = self.read(it).decode("utf-8", errors="replace")
+        return out
+
     def release(self) -> None:
         """Drop memoized reads, parses and the lookup index (rebuilt on the next lookup): a fleet's captures must
         not all stay in memory at once, and the index of a GPU host is as large as its items."""
@@ -255,7 +265,7 @@ class Placement:
     source: str | None = None  # where it came from: "provider:<name>" or "inventory:<file>" (placements.json)
 
 
-@dataclass
+@dataclass(slots=True)  # a fleet's analysis makes millions: no per-object __dict__
 class MetricSample:
     host: str
     component: str  # `netdev:eth2`, `rdma:mlx5_3/1`, ...
@@ -266,6 +276,12 @@ class MetricSample:
     delta: float | None = None  # increase over the interval (counters only)
     rate: float | None = None  # per second over the interval
     note: str | None = None  # e.g. "counter reset"
+
+    def __reduce__(self) -> tuple[type[MetricSample], tuple]:
+        # The analysis pool sends each host's samples back through a pipe: a plain tuple of the fields pickles
+        # and loads several times faster than a dataclass's state.
+        return MetricSample, (self.host, self.component, self.metric, self.value, self.unit, self.source, self.delta,
+                              self.rate, self.note)
 
 
 @dataclass

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -23,10 +25,11 @@ class HostItems:
         self.hc = hc
         self._count = len(hc.items)
         self._texts: dict[tuple[str, int], str | None] = {}
-        self._by_key: dict[tuple[str, int], CaptureItem] = {}
-        for it in hc.items:
-            if it.kind != "stderr":
-                self._by_key.setdefault((it.source, it.snapshot), it)
+        # Reversed, so that the first item of each (source, snapshot) is the one kept; one comprehension, not a
+        # method call per item (a GPU host has thousands).
+        self._by_key: dict[tuple[str, int], CaptureItem] = {
+            (it.source, it.snapshot): it for it in reversed(hc.items) if it.kind != "stderr"
+        }
         self._sorted: list[str] | None = None
         hc.cache["host_items"] = self
         return self
@@ -36,6 +39,8 @@ class HostItems:
         if self._sorted is None:  # sorted once; each call is then a binary search, not a scan of every item
             self._sorted = sorted({source for source, _ in self._by_key})
         start = bisect.bisect_left(self._sorted, prefix)
+        if prefix and prefix[-1] < _LAST_CHAR:  # the sources below the prefix's successor are those it starts
+            return self._sorted[start:bisect.bisect_left(self._sorted, _successor(prefix), start)]
         end = start
         while end < len(self._sorted) and self._sorted[end].startswith(prefix):
             end += 1
@@ -58,6 +63,14 @@ class HostItems:
             return self.hc.read(it).decode("utf-8", errors="replace")
         except (OSError, ValueError) as exc:
             raise CaptureError(f"cannot read captured item {source}: {exc}", where=f"{self.hc.host}:{it.path}") from exc
+
+
+_LAST_CHAR = chr(0x10FFFF)
+
+
+def _successor(prefix: str) -> str:
+    """The least string above every string that starts with prefix (its last character, not the largest, + 1)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 T = TypeVar("T")
@@ -85,7 +98,11 @@ def by_family(hc: HostCapture, samples: list[Any]) -> dict[str, list[Any]]:
 
 def _families(samples: list[Any]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = defaultdict(list)
-    for s in samples:
-        head, colon, _ = s.component.partition(":")
-        out[head + colon].append(s)
+    # A domain's samples come component by component: one step per run of a component, not per sample.
+    for component, run in itertools.groupby(samples, key=_COMPONENT):
+        head, colon, _ = component.partition(":")
+        out[head + colon].extend(run)
     return dict(out)
+
+
+_COMPONENT = operator.attrgetter("component")

@@ -7,6 +7,7 @@ import functools
 import math
 import re
 from collections import defaultdict
+from typing import NamedTuple
 
 from fabricase.analysis._items import HostItems, by_family, per_samples
 from fabricase.analysis.rates import counter_delta, increase_limit, physical_max_rate
@@ -79,6 +80,16 @@ _PER_QUEUE = re.compile(r"(?:rx|tx|ch|xdp|ptp|qos_tx)\d+_|\[\d+\]|(?:rx|tx)-\d+\
 PHY_ERROR_METRICS = ("phy.symbol_errors_uncorrected", "phy.fcs_errors", "phy.symbol_error_frames",
                      "phy.fec_uncorrectable_blocks")
 DISCARD_METRICS = ("rx.discards_nobuf_port", "rx.discards_nobuf_host", "tx.discards")
+STORM_METRIC = "pfc.pause_storm_events"
+PAUSE_US_METRICS = {direction: tuple(f"pfc.{direction}_pause_us.p{p}" for p in _P) for direction in ("rx", "tx")}
+# Every metric the rules read from _ports (the checked metrics, the BER, and the raw counters _named spells them
+# with): a rule that reads another metric adds it here.
+_RULE_READS = frozenset({
+    *PHY_ERROR_METRICS, *DISCARD_METRICS, STORM_METRIC, "phy.ber_post_fec", *PAUSE_US_METRICS["rx"],
+    *PAUSE_US_METRICS["tx"],
+    *(f"raw:{raw}" for metric in (*PHY_ERROR_METRICS, *DISCARD_METRICS, STORM_METRIC)
+      for alt in ETHTOOL_MAP[metric] for raw in alt),
+})
 # Heuristic (not in telemetry.md e.2): a priority paused for a tenth of the interval is a congestion spreading
 # problem a fabric engineer wants to see; lossless RoCE fabrics that work show pause well below 1%.
 PFC_PAUSE_SHARE = 0.10
@@ -144,34 +155,101 @@ def _raw_metrics(names0: tuple[str, ...], names1: tuple[str, ...]) -> tuple[tupl
     return tuple((name, f"raw:{name}") for name in sorted({*names0, *names1}) if not _per_queue(name))
 
 
+class _PortLayout(NamedTuple):
+    """What a port's samples are, for one pair of counter layouts: its normalized metrics as (metric, raw counters,
+    unit), then its port-level raw counters and their `raw:<name>` metrics, in sample order."""
+
+    normalized: tuple[tuple[str, tuple[str, ...], str], ...]
+    units: tuple[str, ...]  # the normalized metrics' units, the key of their bounds (_unit_bounds)
+    raw_names: tuple[str, ...]
+    raw_metrics: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=256)  # keyed by the two snapshots' counter names: a fleet has a few layouts
+def _port_layout(names0: tuple[str, ...], names1: tuple[str, ...]) -> _PortLayout:
+    """normalize's choice, _unit and _raw_metrics for a port with these counter names, worked out once per layout
+    rather than once per port."""
+    normalized = tuple((metric, raws, _unit(metric)) for metric, raws in _chosen(names1 if names1 else names0))
+    raw = _raw_metrics(names0, names1)
+    return _PortLayout(normalized, tuple(unit for _, _, unit in normalized), tuple(name for name, _ in raw),
+                       tuple(metric for _, metric in raw))
+
+
+def _reading(counters: dict[str, int], raws: tuple[str, ...]) -> int | None:
+    """_sum of a normalized metric's raw counters: None unless every one of them was read."""
+    return sum(counters[n] for n in raws) if all(n in counters for n in raws) else None
+
+
+def _sample(host: str, component: str, metric: str, v0: int | None, v1: int | None, unit: str,
+            interval: float | None, bounds: tuple[float | None, float | None]) -> MetricSample:
+    """counter_delta's sample, with its common case inlined (both readings, no drop): a fleet has millions.
+    bounds: (the largest possible increase, the counter's physical maximum rate) of the unit on this port."""
+    limit, max_rate = bounds
+    if v0 is not None and v1 is not None and v1 >= v0:
+        delta = v1 - v0
+        if limit is not None and delta > limit:
+            return MetricSample(host, component, metric, v1, unit, STATS, None, None, "implausible")
+        rate = delta / interval if interval is not None and math.isfinite(interval) and interval > 0 else None
+        return MetricSample(host, component, metric, v1, unit, STATS, delta, rate, None)
+    d = counter_delta(v0, v1, interval, max_rate=max_rate)
+    return MetricSample(host, component, metric, v1 if v1 is not None else v0, unit, STATS, d.delta, d.rate, d.note)
+
+
+def _bounds(unit: str, interval: float | None, line_gbps: float | None) -> tuple[float | None, float | None]:
+    fastest = physical_max_rate(unit, line_gbps)
+    return increase_limit(interval, fastest), fastest
+
+
+@functools.lru_cache(maxsize=1024)  # a fleet has a few layouts, intervals and line rates
+def _unit_bounds(units: tuple[str, ...], interval: float | None,
+                 line_gbps: float | None) -> tuple[tuple[float | None, float | None], ...]:
+    """_bounds of each unit, worked out once for every port with these units, interval and line rate."""
+    return tuple(_bounds(unit, interval, line_gbps) for unit in units)
+
+
+def _normalized_samples(host: str, component: str, layout: _PortLayout, r0: dict[str, int], r1: dict[str, int],
+                        interval: float | None, line_gbps: float | None) -> list[MetricSample]:
+    """The normalized metrics' samples, ~20 a port, with _sample's common case inlined."""
+    rate_ok = interval is not None and math.isfinite(interval) and interval > 0
+    out = []
+    for (metric, raws, unit), bounds in zip(layout.normalized, _unit_bounds(layout.units, interval, line_gbps),
+                                            strict=True):
+        if len(raws) == 1:
+            v0, v1 = r0.get(raws[0]), r1.get(raws[0])
+        else:
+            v0, v1 = _reading(r0, raws), _reading(r1, raws)
+        if v0 is not None and v1 is not None and v1 >= v0 and (bounds[0] is None or v1 - v0 <= bounds[0]):
+            delta = v1 - v0
+            out.append(MetricSample(host, component, metric, v1, unit, STATS, delta,
+                                    delta / interval if rate_ok else None, None))  # type: ignore[operator]
+        else:
+            out.append(_sample(host, component, metric, v0, v1, unit, interval, bounds))
+    return out
+
+
+def _raw_samples(host: str, component: str, layout: _PortLayout, r0: dict[str, int], r1: dict[str, int],
+                 interval: float | None, line_gbps: float | None) -> list[MetricSample]:
+    """The `raw:<name>` samples, ~150 a port: one comprehension over the layout's names. A "count" has no physical
+    maximum rate (rates.physical_max_rate), so where the interval is valid the common case needs no limit check."""
+    names, metrics, bounds = layout.raw_names, layout.raw_metrics, _bounds("count", interval, line_gbps)
+    readings = zip(metrics, map(r0.get, names), map(r1.get, names), strict=True)
+    if bounds[0] is not None or interval is None or not math.isfinite(interval) or interval <= 0:
+        return [_sample(host, component, m, a, b, "count", interval, bounds) for m, a, b in readings]
+    return [MetricSample(host, component, m, b, "count", STATS, d, d / interval, None)
+            if a is not None and b is not None and (d := b - a) >= 0
+            else _sample(host, component, m, a, b, "count", interval, bounds)
+            for m, a, b in readings]
+
+
 def _counter_samples(hc: HostCapture, port: str, c0: dict | None, c1: dict | None,
                      line_gbps: float | None = None) -> list[MetricSample]:
-    component, out, interval, host = f"netdev:{port}", [], hc.interval_s, hc.host
-    valid = interval is not None and math.isfinite(interval) and interval > 0
-    limits: dict[str, float | None] = {}  # unit -> the largest possible increase: ~150 counters in a few units
-
-    def sample(metric: str, v0: int | None, v1: int | None, unit: str) -> MetricSample:
-        """counter_delta's sample, with its common case inlined (both readings, no drop): a fleet has millions."""
-        if unit not in limits:
-            fastest = physical_max_rate(unit, line_gbps)
-            limits[unit] = increase_limit(interval, fastest)
-        if v0 is not None and v1 is not None and v1 >= v0:
-            delta, limit = v1 - v0, limits[unit]
-            if limit is not None and delta > limit:
-                return MetricSample(host, component, metric, v1, unit, STATS, None, None, "implausible")
-            return MetricSample(host, component, metric, v1, unit, STATS, delta,
-                                delta / interval if valid else None, None)  # type: ignore[operator]
-        d = counter_delta(v0, v1, interval, max_rate=physical_max_rate(unit, line_gbps))
-        return MetricSample(host, component, metric, v1 if v1 is not None else v0, unit, STATS, d.delta, d.rate,
-                            d.note)
-
-    for metric, raws in normalize(c0, c1).items():
-        out.append(sample(metric, _sum(c0, raws), _sum(c1, raws), _unit(metric)))
+    component, interval, host = f"netdev:{port}", hc.interval_s, hc.host
     r0, r1 = c0 or {}, c1 or {}
-    for name, metric in _raw_metrics(tuple(r0), tuple(r1)):
-        out.append(sample(metric, r0.get(name), r1.get(name), "count"))
+    layout = _port_layout(tuple(r0), tuple(r1))
+    out = _normalized_samples(host, component, layout, r0, r1, interval, line_gbps)
     by_metric = {s.metric: s for s in out}
     bits = by_metric.get("phy.rx_bits")
+    out += _raw_samples(host, component, layout, r0, r1, interval, line_gbps)
     if bits is not None and bits.delta:
         for ber, errors in (("phy.ber_post_fec", "phy.symbol_errors_uncorrected"),
                             ("phy.ber_pre_fec", "phy.fec_corrected_bits")):
@@ -229,8 +307,10 @@ def _ports(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, 
 
 
 def _group_ports(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
-    ports: dict[str, dict[str, MetricSample]] = defaultdict(dict)
-    for s in by_family(hc, samples).get("netdev:", ()):
+    """Only the metrics the rules read (_RULE_READS): a port has ~170 ethtool samples and the rules look at ~40, so
+    one cheap membership test per sample leaves the rest out of the per-port dicts."""
+    reads, ports = _RULE_READS, defaultdict[str, dict[str, MetricSample]](dict)
+    for s in [s for s in by_family(hc, samples).get("netdev:", ()) if s.metric in reads]:
         if s.component.startswith("netdev:") and s.source and s.source.startswith("cmd:ethtool-"):
             ports[s.component.removeprefix("netdev:")][s.metric] = s
     return {port: ports[port] for port in sorted(ports)}
@@ -299,23 +379,23 @@ def _impossible_wrap(paused: MetricSample, interval_s: float) -> bool:
 
 def pfc_storm(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """Pause-storm events, or a priority paused for more than PFC_PAUSE_SHARE of the interval."""
-    findings = []
+    findings, interval = [], hc.interval_s  # a property that works the interval out on each read
     for port, metrics in _ports(hc, samples).items():
         parts, evidence = [], []
-        storm = _grown(metrics, "pfc.pause_storm_events")
+        storm = _grown(metrics, STORM_METRIC)
         if storm:
             parts.append("pause storm: " + _named(metrics, storm))
             evidence.append(_evidence(storm))
         for direction, meaning in (("rx", "received: the network could not absorb this port's traffic"),
                                    ("tx", "sent: this host could not absorb the network's traffic")):
-            for p in _P:
-                paused = _grown(metrics, f"pfc.{direction}_pause_us.p{p}")
-                if paused is None or not hc.interval_s or _impossible_wrap(paused, hc.interval_s):
+            for p, metric in zip(_P, PAUSE_US_METRICS[direction], strict=True):
+                paused = _grown(metrics, metric)
+                if paused is None or not interval or _impossible_wrap(paused, interval):
                     continue
                 # ethtool runs a moment after the snapshot mark, so a short interval can hold more than itself
-                share = min(paused.delta / (hc.interval_s * 1e6), 1.0)
+                share = min(paused.delta / (interval * 1e6), 1.0)
                 if share > PFC_PAUSE_SHARE:
-                    parts.append(f"priority {p} paused {share:.0%} of {hc.interval_s:g} s by pause frames {meaning}")
+                    parts.append(f"priority {p} paused {share:.0%} of {interval:g} s by pause frames {meaning}")
                     evidence.append(_evidence(paused))
                     evidence.append(Evidence(f"pfc.{direction}_pause_share.p{p}", round(share, 4), "ratio",
                                              PFC_PAUSE_SHARE, STATS, 1))

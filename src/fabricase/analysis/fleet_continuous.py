@@ -1,12 +1,14 @@
 """Fleet outliers of continuous measures (pause and congestion-signalling rates): robust z-scores of log(1 + rate)
 within each comparable group, their one-sided p-values (tested with fleet.py's count tests under one
-Benjamini-Hochberg), and the `congestion-outlier` findings; also the number formatting both kinds of fleet finding
-share. Split from fleet.py, which gathers the groups. Method and limits: docs/fleet-statistics.md.
+Benjamini-Hochberg), and the `congestion-outlier` findings; also the `fleet-outlier` finding of the count tests
+and the number formatting both kinds of fleet finding share. Split from fleet.py, which gathers the groups and
+tests them. Method and limits: docs/fleet-statistics.md.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections import defaultdict
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -18,9 +20,10 @@ from fabricase.models import Evidence, Finding, MetricSample, Severity
 if TYPE_CHECKING:
     from fabricase.analysis.fleet import GroupKey
 
-__all__ = ["CONTINUOUS_FLOORS", "CONTINUOUS_PREFIXES", "Z_MIN", "continuous_blocks", "continuous_findings",
-           "is_continuous_metric"]
+__all__ = ["CONTINUOUS_FLOORS", "CONTINUOUS_PREFIXES", "CRITICAL_Q", "CRITICAL_RATIO", "Z_MIN", "continuous_blocks",
+           "continuous_findings", "is_continuous_metric", "outlier_finding"]
 
+_RATE = operator.attrgetter("rate")
 _NOUN = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
 
 
@@ -42,6 +45,12 @@ CONTINUOUS_FLOORS: tuple[tuple[str, float], ...] = (
 # (minor); CNPs and ECN marks are congestion signalling doing its job, context for the engineer (info).
 _PAUSE_TIME = ("pfc.rx_pause_us", "pfc.tx_pause_us")
 _SIGNALLING = ("cnp.", "ecn.")
+
+
+# A count-test outlier is critical, not major, when its q is below CRITICAL_Q and its rate over CRITICAL_RATIO
+# times the fleet's.
+CRITICAL_Q = 1e-6
+CRITICAL_RATIO = 100.0
 
 
 def is_continuous_metric(metric: str) -> bool:
@@ -80,7 +89,7 @@ class _ZBlock:
 
     def __init__(self, key: GroupKey, order: list[tuple[str, str]], samples: list[MetricSample]):
         self.key, self.order, self.samples = key, order, samples
-        self.rates = np.fromiter((s.rate for s in samples), float, len(samples))
+        self.rates = np.fromiter(map(_RATE, samples), float, len(samples))
         # On a log scale: rates span orders of magnitude across a healthy fleet (a heavy right tail), and a
         # linear MAD would make every busy port an outlier.
         self.z = stats.robust_z(np.log1p(np.maximum(self.rates, 0.0)))
@@ -154,3 +163,60 @@ def continuous_findings(zblocks: list[_ZBlock], q_all: np.ndarray, alpha: float,
                                 host=host, component=component, summary=summary, evidence=evidence,
                                 confidence=_sig(1.0 - q0, 6), q_value=_sig(q0)))
     return findings
+
+
+class _Hit(NamedTuple):
+    """One component's counter that stood out: its q and p, its group, the test and where it sits in the block."""
+
+    q: float
+    p: float
+    key: GroupKey
+    test: _Test
+    count_test: stats.CountTest
+    unit: str
+    n: int
+    index: int
+
+
+class _Test:
+    __slots__ = ("component", "count", "exposure", "gb", "host", "interval", "sample")
+
+    def __init__(self, host: str, component: str, sample: MetricSample, count: float, interval: float,
+                 gb: float | None):
+        self.host, self.component, self.sample, self.count = host, component, sample, count
+        self.interval, self.gb, self.exposure = interval, gb, interval
+
+
+def outlier_finding(host: str, component: str, found: list[_Hit], efa: float) -> Finding:
+    """The `fleet-outlier` finding of one component, from its counters that stood out (most significant first)."""
+    evidence: list[Evidence] = []
+    best_q = found[0].q
+    severity = Severity.MAJOR
+    for q, _p, (_fam, metric, _cls), t, ct, unit, _n, i in found:
+        rate = t.count / t.exposure
+        ratio = rate / ct.rate
+        if q < CRITICAL_Q and ratio > CRITICAL_RATIO:
+            severity = Severity.CRITICAL
+        s = t.sample
+        evidence.append(Evidence(metric=f"{metric}.delta", value=t.count, unit=s.unit,
+                                 baseline=_sig(float(ct.expected[i])), source=s.source, snapshot=1))
+        evidence.append(Evidence(metric=f"{metric}.rate", value=_sig(rate), unit=f"{s.unit}/{unit}",
+                                 baseline=_sig(ct.rate), source=s.source, snapshot=1))
+        evidence.append(Evidence(metric=f"{metric}.q_value", value=_sig(q), unit="probability", baseline=None))
+    q0, _p0, (family, metric, cls), t, ct, unit, n, _i = found[0]
+    evidence.append(Evidence(metric="fleet.comparable_components", value=n, unit="components"))
+    if cls:
+        evidence.append(Evidence(metric="fleet.comparable_class", value=cls, unit="class"))
+    evidence.append(Evidence(metric="fleet.expected_false_alarms", value=_sig(efa), unit="findings"))
+    rate = t.count / t.exposure
+    ratio = rate / ct.rate
+    moved = f" ({_fmt(t.gb)} GB moved)" if unit == "GB" and t.gb is not None else ""
+    more = f"; {len(found) - 1} more error counter(s) also stand out" if len(found) > 1 else ""
+    summary = (
+        f"{component} on {host} logged {_fmt(t.count)} {metric} in {_fmt(t.interval)} s{moved}, "
+        f"{_fmt(ratio)}x the fleet baseline of {_fmt(ct.rate)}/{unit} across {n:,} "
+        f"{f'{cls} ' if cls else ''}{_NOUN.get(family, 'components')}"
+        f" (q = {_fmt_q(q0)}){more}"
+    )
+    return Finding(kind="fleet-outlier", severity=severity, host=host, component=component, summary=summary,
+                   evidence=evidence, confidence=_sig(1.0 - best_q, 6), q_value=_sig(best_q))

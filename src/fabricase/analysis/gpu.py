@@ -4,17 +4,19 @@ over them. Components: gpu:<index>, nvlink:<gpu>/<link>, nvswitch:<pci address>,
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 from collections import defaultdict
 
-from fabricase.analysis._items import HostItems, per_samples
+from fabricase.analysis._items import HostItems, by_family, per_samples
 from fabricase.analysis.rates import counter_delta
 from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
 from fabricase.parsers.dcgm import parse_dcgmi_health
-from fabricase.parsers.fabric_manager import parse_daemon_log, parse_fabric_manager_state
+from fabricase.parsers.fabric_manager import FabricManagerState, parse_daemon_log, parse_fabric_manager_state
 from fabricase.parsers.imex import parse_imex_status
 from fabricase.parsers.nvidia_smi import NvidiaSmiReport, normalize_pci, parse_nvidia_smi_q, parse_nvidia_smi_xml
-from fabricase.parsers.nvlink import NVLINK_COUNTERS, parse_nvlink_errors, parse_nvlink_status
+from fabricase.parsers.nvlink import NvlinkReport, pair_error_counters, parse_nvlink_status
 
 __all__ = [
     "NVLINK_STATUS", "NVSWITCH_PROCFS", "RULES", "SMI_TEXT", "SMI_XML", "dcgm_health", "fabric_manager_down",
@@ -93,7 +95,8 @@ def _bit(flag: bool | None) -> int | None:
 
 def _nvlink_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
     out = []
-    status = parse_nvlink_status(items.text(NVLINK_STATUS))
+    status_text = items.text(NVLINK_STATUS)
+    status = parse_nvlink_status(status_text) if status_text else NvlinkReport()  # most hosts: none or no GPUs
     for gpu in status.gpus.values():
         if gpu.links or gpu.all_inactive:
             active = sum(link.state == "active" for link in gpu.links.values())
@@ -106,32 +109,39 @@ def _nvlink_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
             if link.speed_gbps is not None:
                 out.append(MetricSample(hc.host, comp, "nvlink.link_speed_gbps", link.speed_gbps, "GB/s",
                                         NVLINK_STATUS))  # fmt: skip
-    first, last = (parse_nvlink_errors(items.text(NVLINK_ERRORS, s)) for s in (0, 1))
+    return out + _error_samples(hc, items.text(NVLINK_ERRORS, 0), items.text(NVLINK_ERRORS, 1))
+
+
+def _error_samples(hc: HostCapture, text0: str | None, text1: str | None) -> list[MetricSample]:
+    """The `nvlink -e` counters of both snapshots, by GPU, link and counter name, with delta and rate. A host has a
+    few hundred and they seldom move: when every counter is in both snapshots and none went down, the samples are
+    made in bulk (map over the plan's columns), without one counter_delta call each."""
+    plan, values0, values1 = pair_error_counters(text0, text1)
+    if not plan.components:
+        return []
     interval, host = hc.interval_s, hc.host
     valid = interval is not None and math.isfinite(interval) and interval > 0
-    for index in sorted(set(first.gpus) | set(last.gpus)):
-        links0 = first.gpus[index].links if index in first.gpus else {}
-        links1 = last.gpus[index].links if index in last.gpus else {}
-        for number in sorted(set(links0) | set(links1)):
-            c0 = links0[number].counters if number in links0 else {}
-            c1 = links1[number].counters if number in links1 else {}
-            comp = f"nvlink:{index}/{number}"
-            for name in sorted(c0.keys() | c1.keys()):
-                v0, v1 = c0.get(name), c1.get(name)
-                if v0 is not None and v1 is not None and v1 >= v0:  # counter_delta's common case, inlined
-                    delta = v1 - v0
-                    out.append(MetricSample(host, comp, _nvlink_metric(name), v1, "errors", NVLINK_ERRORS, delta,
-                                            delta / interval if valid else None, None))  # type: ignore[operator]
-                    continue
-                d = counter_delta(v0, v1, interval)
-                out.append(MetricSample(host, comp, _nvlink_metric(name), v0 if v1 is None else v1, "errors",
-                                        NVLINK_ERRORS, d.delta, d.rate, d.note))  # fmt: skip
+    if plan.complete and plan.components:
+        v0s, v1s = [values0[p] for p in plan.at0], [values1[p] for p in plan.at1]
+        if all(map(operator.ge, v1s, v0s)):  # counter_delta's common case
+            deltas = list(map(operator.sub, v1s, v0s))
+            rates = [d / interval for d in deltas] if valid else itertools.repeat(None)  # type: ignore[operator]
+            return list(map(MetricSample, itertools.repeat(host), plan.components, plan.metrics, v1s,
+                            itertools.repeat("errors"), itertools.repeat(NVLINK_ERRORS), deltas, rates,
+                            itertools.repeat(None)))  # fmt: skip
+    out = []
+    for comp, metric, p0, p1 in zip(plan.components, plan.metrics, plan.at0, plan.at1, strict=True):
+        v0 = values0[p0] if p0 >= 0 else None
+        v1 = values1[p1] if p1 >= 0 else None
+        if v0 is not None and v1 is not None and v1 >= v0:  # counter_delta's common case, inlined
+            delta = v1 - v0
+            out.append(MetricSample(host, comp, metric, v1, "errors", NVLINK_ERRORS, delta,
+                                    delta / interval if valid else None, None))  # type: ignore[operator]
+            continue
+        d = counter_delta(v0, v1, interval)
+        out.append(MetricSample(host, comp, metric, v0 if v1 is None else v1, "errors", NVLINK_ERRORS, d.delta,
+                                d.rate, d.note))  # fmt: skip
     return out
-
-
-@functools.lru_cache(maxsize=256)
-def _nvlink_metric(name: str) -> str:
-    return NVLINK_COUNTERS.get(name.lower(), f"raw:{name}")
 
 
 def _daemon_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
@@ -140,7 +150,8 @@ def _daemon_samples(hc: HostCapture, items: HostItems) -> list[MetricSample]:
         address = normalize_pci(source[len(NVSWITCH_PROCFS) :].split("/", 1)[0])
         bios = (items.text(source) or "").partition(":")[2].strip() or None
         out.append(MetricSample(hc.host, f"nvswitch:{address}", "nvswitch.present", 1, "flag", source, note=bios))
-    state = parse_fabric_manager_state(items.text("cmd:fabric-manager"))
+    state_text = items.text("cmd:fabric-manager")
+    state = parse_fabric_manager_state(state_text) if state_text else FabricManagerState()
     if state.active is not None:  # no systemctl (a container, a minimal VM): the state is unknown, not "down"
         out.append(MetricSample(hc.host, "fabric-manager", "fabric_manager.state", None, "state",
                                 "cmd:fabric-manager", note=state.active))  # fmt: skip
@@ -186,7 +197,13 @@ def gpu_samples(hc: HostCapture) -> list[MetricSample]:
     items = HostItems(hc)
     report, source = nvidia_smi_report(items)
     out = _gpu_samples(hc, report, source) if report and source else []
-    return out + _nvlink_samples(hc, items) + _daemon_samples(hc, items)
+    out += _nvlink_samples(hc, items) + _daemon_samples(hc, items)
+    if not out:  # a host without GPUs: the rules need not look again (_group_mine)
+        hc.cache[_NO_GPU_SAMPLES] = len(hc.items)
+    return out
+
+
+_NO_GPU_SAMPLES = "gpu_samples_none"  # host cache key: gpu_samples found nothing for this many items
 
 
 samples = gpu_samples
@@ -200,18 +217,37 @@ def _mine(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, M
     return per_samples(hc, "gpu_components", samples, lambda: _group_mine(hc, samples))
 
 
+_FAMILIES = ("gpu:", "nvlink:", "nvswitch:", "fabric-manager", "imex")
+
+
 def _group_mine(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
-    ours = [s for s in samples if s.component.startswith(("gpu:", "nvlink:", "nvswitch:"))
-            or s.component in ("fabric-manager", "imex") or s.metric.startswith(("dcgm.", "imex."))]  # fmt: skip
+    """By component family (shared with the other domains), not one test per sample of the host: a host has
+    thousands of samples and a few hundred of them are GPU samples. Only this module names dcgm. and imex.
+    metrics, on its own families and on `host` (the host-wide DCGM verdict)."""
+    families = by_family(hc, samples)
+    ours = [s for family in _FAMILIES for s in families.get(family, ())]
+    ours += [s for s in families.get("host", ()) if s.metric.startswith(("dcgm.", "imex."))]
     grouped: dict[str, dict[str, MetricSample]] = defaultdict(dict)
+    if not ours and hc.cache.get(_NO_GPU_SAMPLES) == len(hc.items):
+        return {}
     for sample in ours or gpu_samples(hc):
         grouped[sample.component][sample.metric] = sample
     return dict(grouped)
 
 
+@functools.lru_cache(maxsize=4096)
 def _key(component: str) -> tuple:
     """Numeric order for gpu:10 after gpu:9 and nvlink:2/10 after nvlink:2/9 (parts never compare int to str)."""
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in component.replace("/", ":").split(":"))
+
+
+@functools.lru_cache(maxsize=256)
+def _ordered(components: tuple[str, ...], prefix: str | None) -> tuple[str, ...]:
+    """The components with the prefix (every one but `host` when None) in _key order, once per layout of a host's
+    components: the rules of a fleet's hosts sort the same names again and again."""
+    if prefix is None:
+        return tuple(sorted((c for c in components if c != "host"), key=_key))
+    return tuple(sorted((c for c in components if c.startswith(prefix)), key=_key))
 
 
 def _interval(hc: HostCapture) -> str:
@@ -262,8 +298,9 @@ def nvlink_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]
     Major when replays or recoveries grew (the link retransmits or retrains), minor for CRC counts alone."""
     findings = []
     grouped = _mine(hc, samples)
-    for comp in sorted((c for c in grouped if c.startswith("nvlink:")), key=_key):
-        grown = [grouped[comp][m] for m in _LINK_ERRORS if (grouped[comp].get(m) and grouped[comp][m].delta or 0) > 0]
+    for comp in _ordered(tuple(grouped), "nvlink:"):
+        metrics = grouped[comp]
+        grown = [s for m in _LINK_ERRORS if (s := metrics.get(m)) is not None and (s.delta or 0) > 0]
         if not grown:
             continue
         names = {s.metric for s in grown}
@@ -283,7 +320,7 @@ def gpu_fabric_unhealthy(hc: HostCapture, samples: list[MetricSample]) -> list[F
     NVLink through the switches), or whose fabric health reports a problem (major)."""
     findings = []
     grouped = _mine(hc, samples)
-    for comp in sorted((c for c in grouped if c.startswith("gpu:")), key=_key):
+    for comp in _ordered(tuple(grouped), "gpu:"):
         metrics = grouped[comp]
         state, status = metrics.get("fabric.state"), metrics.get("fabric.status")
         if state is None and status is None:
@@ -308,9 +345,11 @@ def gpu_fabric_unhealthy(hc: HostCapture, samples: list[MetricSample]) -> list[F
 def fabric_manager_down(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """NVSwitches are present (the driver registered them) but nvidia-fabricmanager is not active."""
     grouped = _mine(hc, samples)
-    switches = sorted(c for c, m in grouped.items() if c.startswith("nvswitch:") and "nvswitch.present" in m)
     state = grouped.get("fabric-manager", {}).get("fabric_manager.state")
-    if not switches or state is None or state.note in (None, "active"):
+    if state is None or state.note in (None, "active"):  # the usual case, told before looking at the switches
+        return []
+    switches = sorted(c for c, m in grouped.items() if c.startswith("nvswitch:") and "nvswitch.present" in m)
+    if not switches:
         return []
     evidence = [Evidence("fabric_manager.state", state.note, "state", "active", state.source, 0),
                 Evidence("nvswitch.count", len(switches), "devices", None, NVSWITCH_PROCFS, 0)]
@@ -318,14 +357,17 @@ def fabric_manager_down(hc: HostCapture, samples: list[MetricSample]) -> list[Fi
     return [Finding("fabric-manager-down", Severity.CRITICAL, hc.host, "fabric-manager", summary, evidence, 0.9)]
 
 
+_FM_ERRORS = ("nvswitch.fm_fatal_errors", "nvswitch.fm_nonfatal_errors")
+
+
 def nvswitch_fm_errors(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """NVSwitch errors the Fabric Manager logged, per switch: major when one was fatal, else minor. The log
     tail reaches back weeks, hence the low confidence; the kernel's SXid lines carry the same codes."""
     findings = []
-    for comp, metrics in sorted(_mine(hc, samples).items()):
-        counts = [metrics[m] for m in ("nvswitch.fm_fatal_errors", "nvswitch.fm_nonfatal_errors") if m in metrics]
-        if not counts:
-            continue
+    grouped = _mine(hc, samples)
+    for comp in sorted(c for c, m in grouped.items() if _FM_ERRORS[0] in m or _FM_ERRORS[1] in m):
+        metrics = grouped[comp]
+        counts = [metrics[m] for m in _FM_ERRORS if m in metrics]
         fatal = any(s.metric == "nvswitch.fm_fatal_errors" for s in counts)
         listed = ", ".join(f"{s.value:g} {s.metric.split('_')[1]}" for s in counts)
         summary = f"NVSwitch {comp[9:]}: Fabric Manager log has {listed} NVSwitch error entries"
@@ -364,7 +406,7 @@ def gpu_pcie_downgraded(hc: HostCapture, samples: list[MetricSample]) -> list[Fi
     idle GPUs lower their link speed on purpose, so a lower generation outside P0 is not reported."""
     findings = []
     grouped = _mine(hc, samples)
-    for comp in sorted((c for c in grouped if c.startswith("gpu:")), key=_key):
+    for comp in _ordered(tuple(grouped), "gpu:"):
         m = grouped[comp]
         evidence, parts, confidence = [], [], 0.9
         for cur, top, unit, label in (("pcie.link_width", "pcie.link_width_max", "lanes", "x"),
@@ -391,7 +433,7 @@ def gpu_memory_remap(hc: HostCapture, samples: list[MetricSample]) -> list[Findi
     GPU has run out of spare rows)."""
     findings = []
     grouped = _mine(hc, samples)
-    for comp in sorted((c for c in grouped if c.startswith("gpu:")), key=_key):
+    for comp in _ordered(tuple(grouped), "gpu:"):
         m = grouped[comp]
         flagged = [m[k] for k in ("gpu.remapped_rows_failure", "gpu.remapped_rows_pending", "gpu.retired_pages_pending")
                    if k in m and m[k].value]  # fmt: skip
@@ -414,7 +456,7 @@ def dcgm_health(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     the host-wide verdict is reported only when no single GPU or switch is named."""
     findings = []
     grouped = _mine(hc, samples)
-    named = sorted((c for c in grouped if c != "host"), key=_key)
+    named = [c for c in _ordered(tuple(grouped), None) if "dcgm.health" in grouped[c]]
     for comp in [*named, "host"]:
         sample = grouped.get(comp, {}).get("dcgm.health")
         if sample is None or sample.note in (None, "Healthy") or (comp == "host" and findings):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from fabricase.analysis._items import HostItems
@@ -22,7 +23,7 @@ from fabricase.parsers.fabric_config import (
     parse_dcbtool_pfc,
     parse_mlnx_qos,
 )
-from fabricase.parsers.identity import host_identity
+from fabricase.parsers.identity import parse_uname
 from fabricase.parsers.iplink import parse_ip_link
 from fabricase.parsers.sysfs import parse_sysfs_int, parse_sysfs_str
 
@@ -38,23 +39,35 @@ def _prios(prios: list[int] | None) -> str | None:
     return None if prios is None else ",".join(str(p) for p in prios)
 
 
-def _ports(items: HostItems) -> list[str]:
+def _sections(items: HostItems) -> Callable[[str], dict[str, str]]:
+    """A command's per-port sections, split once per host: the ports, the QoS and the record read the same ones."""
+    split: dict[str, dict[str, str]] = {}
+
+    def sections(source: str) -> dict[str, str]:
+        if source not in split:
+            split[source] = split_sections(items.text(source))[0]
+        return split[source]
+
+    return sections
+
+
+def _ports(net: list[str], sections: Callable[[str], dict[str, str]]) -> list[str]:
     """Physical ports: those a per-port command named, or whose device or ECN files were captured."""
     names = set()
     for source in ("cmd:ethtool-driver", "cmd:ethtool-link", "cmd:ethtool-stats", "cmd:mlnx-qos", "cmd:dcb"):
-        names |= set(split_sections(items.text(source))[0])
-    for source in items.sources(_NET):
+        names |= set(sections(source))
+    for source in net:
         name, _, attr = source[len(_NET) :].partition("/")
         if attr.startswith(("device/", "ecn/")):
             names.add(name)
     return sorted(names)
 
 
-def _qos(items: HostItems) -> dict[str, QosConfig]:
+def _qos(sections: Callable[[str], dict[str, str]]) -> dict[str, QosConfig]:
     """Per port, the first tool that answered: mlnx_qos, then dcb, then dcbtool (PFC only)."""
     merged: dict[str, QosConfig] = {}
     for source, parse in (("cmd:mlnx-qos", parse_mlnx_qos), ("cmd:dcb", parse_dcb), ("cmd:dcbtool", parse_dcbtool_pfc)):
-        for port, text in split_sections(items.text(source))[0].items():
+        for port, text in sections(source).items():
             cfg, have = parse(text), merged.setdefault(port, QosConfig())
             if have.pfc_enabled is None:
                 have.pfc_enabled = cfg.pfc_enabled
@@ -63,10 +76,10 @@ def _qos(items: HostItems) -> dict[str, QosConfig]:
     return merged
 
 
-def _ecn(items: HostItems) -> dict[tuple[str, str], str | None]:
+def _ecn(items: HostItems, net: list[str]) -> dict[tuple[str, str], str | None]:
     files: dict[tuple[str, str], dict[int, str | None]] = defaultdict(dict)
-    for source in items.sources(_NET):
-        match = _ECN.fullmatch(source)
+    for source in net:
+        match = _ECN.fullmatch(source) if "/ecn/" in source else None
         if match:
             port, role, prio = match.groups()
             files[(port, role)][int(prio)] = items.text(source)
@@ -79,7 +92,7 @@ def _gids(items: HostItems, record: dict[str, Any]) -> None:
     fabric_config collector, ndevs and gids from the rdma collector)."""
     ports: dict[tuple[str, str], dict[str, dict[int, str]]] = defaultdict(lambda: defaultdict(dict))
     for source in items.sources("/sys/class/infiniband/"):
-        match = _GID.fullmatch(source)
+        match = _GID.fullmatch(source) if "/gid" in source else None  # most of the sources are port counters
         value = parse_sysfs_str(items.text(source)) if match else None
         if match and value:
             dev, port, kind, index = match.groups()
@@ -94,16 +107,25 @@ def _gids(items: HostItems, record: dict[str, Any]) -> None:
         record[f"{key}.netdev"] = ",".join(sorted(set(tables["ndevs"].values()))) or None
 
 
+def _kernel(items: HostItems) -> str | None:
+    """parsers.identity.host_identity's kernel (osrelease, else uname's release), read through the analysis's
+    memoized items: host_identity reads sixteen items through the capture's own index, built for this alone."""
+    release = parse_uname(items.text("cmd:uname"))["kernel_release"]
+    return parse_sysfs_str(items.text("/proc/sys/kernel/osrelease")) or release
+
+
 def host_config(hc: HostCapture) -> dict[str, Any]:
     """The host's fabric configuration as one flat, key-sorted dict (see the module docstring)."""
     items = HostItems(hc)
-    record: dict[str, Any] = {"host": hc.host, "kernel": host_identity(hc)["kernel"]}
-    links = {p: parse_ethtool_link(t) for p, t in split_sections(items.text("cmd:ethtool-link"))[0].items()}
-    fecs = {p: parse_ethtool_fec(t) for p, t in split_sections(items.text("cmd:ethtool-fec"))[0].items()}
-    drivers = {p: parse_ethtool_driver(t) for p, t in split_sections(items.text("cmd:ethtool-driver"))[0].items()}
-    qos, ecn = _qos(items), _ecn(items)
+    sections = _sections(items)
+    record: dict[str, Any] = {"host": hc.host, "kernel": _kernel(items)}
+    links = {p: parse_ethtool_link(t) for p, t in sections("cmd:ethtool-link").items()}
+    fecs = {p: parse_ethtool_fec(t) for p, t in sections("cmd:ethtool-fec").items()}
+    drivers = {p: parse_ethtool_driver(t) for p, t in sections("cmd:ethtool-driver").items()}
+    net = items.sources(_NET)  # the ports and the ECN files both walk /sys/class/net/
+    qos, ecn = _qos(sections), _ecn(items, net)
     ip_links = parse_ip_link(items.text("cmd:ip-link")).links
-    for port in _ports(items):
+    for port in _ports(net, sections):
         key, link, driver, fec = f"netdev.{port}", links.get(port), drivers.get(port), fecs.get(port)
         cfg = qos.get(port, QosConfig())
         mtu = parse_sysfs_int(items.text(f"{_NET}{port}/mtu"))

@@ -172,6 +172,8 @@ def kernel_log_events(hc: HostCapture, samples: list[MetricSample]) -> list[Find
     if not text:
         return []
     events = parse_kernel_log(text).events
+    if not events:  # the usual quiet log: no rule has anything to group
+        return []
     gpus = gpu_map(hc, samples) if any(e.device for e in events) else {}
     return (_link_findings(hc, events) + _xid_findings(hc, events, gpus) + _sxid_findings(hc, events)
             + _nic_findings(hc, events) + _pcie_findings(hc, events, gpus))  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from fabricase.analysis._items import HostItems, by_family
+from fabricase.analysis._items import HostItems, by_family, per_samples
 from fabricase.analysis.rates import counter_delta
 from fabricase.models import Evidence, Finding, HostCapture, MetricSample, Severity
 from fabricase.parsers.pcie import (
@@ -103,6 +103,11 @@ def samples(hc: HostCapture) -> list[MetricSample]:
 
 
 def _devices(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
+    """bdf -> metric -> sample, built once per host for both rules (shared: callers must not change it)."""
+    return per_samples(hc, "pcie_devices", samples, lambda: _group_devices(hc, samples))
+
+
+def _group_devices(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
     devices: dict[str, dict[str, MetricSample]] = defaultdict(dict)
     for s in by_family(hc, samples).get("pcie:", ()):
         if s.component.startswith("pcie:"):
@@ -163,11 +168,13 @@ def pcie_aer(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """AER error counters of a NIC, GPU or port rose: fatal/non-fatal are major, correctable minor."""
     items = HostItems(hc)
     findings = []
-    within = f"in {hc.interval_s:g} s" if hc.interval_s else "between snapshots"
+    within = None  # worked out for the first finding: most hosts have none
     for bdf, dev in sorted(_devices(hc, samples).items()):
         grown = [s for m in _AER.values() if (s := dev.get(m)) is not None and s.delta]
         if not grown:
             continue
+        if within is None:
+            within = f"in {hc.interval_s:g} s" if hc.interval_s else "between snapshots"
         uncorrectable = any("fatal" in s.metric for s in grown)
         parts = [f"{s.metric.removeprefix('pcie.')} +{s.delta}" + _types_grown(items, s.source) for s in grown]
         kind = _kind(dev["pcie.class_code"].value if "pcie.class_code" in dev else None)

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from fabricase.analysis.fleet import MIN_EVENTS, _classes, _host_intervals, fleet_inputs, is_error_metric
+from fabricase.analysis.fleet import MIN_EVENTS, fleet_inputs
+from fabricase.analysis.fleet_gather import _classes, _host_intervals, is_error_metric
 from fabricase.models import MetricSample
 
 __all__ = [

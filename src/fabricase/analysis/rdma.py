@@ -4,6 +4,8 @@ and rates between snapshots 0 and 1 (built in rdma_ports.py, re-exported here), 
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -62,10 +64,16 @@ def _ports(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, 
 
 def _group_ports(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
     grouped: dict[str, dict[str, MetricSample]] = defaultdict(dict)
-    for s in by_family(hc, samples).get("rdma:", ()):
-        if s.component.startswith("rdma:") and "/" in s.component:
-            grouped[s.component][s.metric] = s
+    # A port's samples come one after another: one step per run of a component, the metrics of a run in one
+    # update (a later sample of a metric replaces an earlier one, as one by one).
+    for comp, run in itertools.groupby(by_family(hc, samples).get("rdma:", ()), key=_COMPONENT):
+        if comp.startswith("rdma:") and "/" in comp:
+            port = list(run)
+            grouped[comp].update(zip(map(_METRIC, port), port, strict=True))
     return {comp: grouped[comp] for comp in sorted(grouped)}
+
+
+_COMPONENT, _METRIC = operator.attrgetter("component"), operator.attrgetter("metric")
 
 
 def _base(comp: str) -> str:
@@ -297,13 +305,14 @@ def rdma_speed_downshift(hc: HostCapture, samples: list[MetricSample]) -> list[F
 _SATURATION_WATCH = frozenset({"phy.symbol_errors_uncorrected", "link.down_events", "link.error_recovery",
                                "rx.errors", "link.integrity_errors", "rx.buffer_overrun", "tx.discards",
                                "rx.remote_physical_errors"})
+_SATURATION_ORDER = tuple(sorted(_SATURATION_WATCH))  # the order findings list them in
 
 
 def rdma_counters_saturated(hc: HostCapture, samples: list[MetricSample]) -> list[Finding]:
     """An error PortCounter stuck at its maximum: new errors on that port can no longer be seen."""
     items, findings = HostItems(hc), []
     for comp, m in _ports(hc, samples).items():
-        stuck = [m[n] for n in sorted(_SATURATION_WATCH) if n in m and m[n].note == "saturated"]
+        stuck = [m[n] for n in _SATURATION_ORDER if n in m and m[n].note == "saturated"]
         if not stuck:
             continue
         listed = ", ".join(f"{_raw_name(s)}={s.value:g}" for s in stuck)

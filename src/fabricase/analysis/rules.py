@@ -31,6 +31,9 @@ ERROR_COUNTERS = (
 MAJOR_ERROR_COUNTERS = frozenset({"rx_crc_errors", "rx_frame_errors"})
 _UNREACHABLE = frozenset({HostStatus.UNREACHABLE, HostStatus.TIMED_OUT, HostStatus.FAILED, HostStatus.AUTH_FAILED})
 _DOWN_STATES = frozenset({"down", "lowerlayerdown"})
+_FLAP_COUNTERS = ("carrier_changes", "carrier_down_count")
+# Every metric the rules read from _by_interface: a rule that reads another metric adds it here.
+_RULE_READS = frozenset({*ERROR_COUNTERS, *_FLAP_COUNTERS, "operstate", "carrier"})
 
 
 def _interval_text(hc: HostCapture) -> str:
@@ -52,8 +55,10 @@ def _by_interface(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dic
 
 
 def _group_interfaces(hc: HostCapture, samples: list[MetricSample]) -> dict[str, dict[str, MetricSample]]:
-    grouped: dict[str, dict[str, MetricSample]] = defaultdict(dict)
-    for s in by_family(hc, samples).get("netdev:", ()):
+    """Only the metrics the rules read (_RULE_READS): the netdev family also holds every ethtool counter, ~170 a
+    port, so one cheap membership test per sample leaves those out of the per-interface dicts."""
+    reads, grouped = _RULE_READS, defaultdict[str, dict[str, MetricSample]](dict)
+    for s in [s for s in by_family(hc, samples).get("netdev:", ()) if s.metric in reads]:
         if s.component.startswith("netdev:"):
             grouped[s.component.removeprefix("netdev:")][s.metric] = s
     return {name: grouped[name] for name in sorted(grouped) if not is_virtual(name)}

@@ -263,10 +263,13 @@ def benjamini_hochberg(pvalues) -> np.ndarray:
     if n == 0:
         return q
     pv = p[ok]
-    order = np.argsort(pv, kind="stable")
-    ranked = pv[order] * n / np.arange(1, n + 1)
+    qv = np.ones(n)
+    # A p-value of 1 has q = 1 (every term from its rank on is >= 1), and when none is above 1 the ones rank last:
+    # leaving them out of the sort changes no other rank, nor any q. A clean fleet's tests are mostly ones.
+    rest = np.flatnonzero(pv != 1.0) if pv.max() <= 1.0 else np.arange(n)
+    order = rest[np.argsort(pv[rest], kind="stable")]
+    ranked = pv[order] * n / np.arange(1, order.size + 1)
     ranked = np.minimum.accumulate(ranked[::-1])[::-1]
-    qv = np.empty(n)
     qv[order] = np.minimum(ranked, 1.0)
     q[ok] = qv
     return q

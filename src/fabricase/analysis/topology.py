@@ -19,7 +19,9 @@ metric) test. Method and measured power: docs/topology-and-drift.md.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -49,6 +51,7 @@ HOST_P_FLOOR = 1e-6
 # A host with a port this far out (Sidak-adjusted) is "some evidence" under its switch: the power-limit line is
 # written for the strongest unnamed switch with one.
 EVIDENCE_P = 0.01
+_HOST = operator.itemgetter(0)  # of a (host, component) pair
 _LINK_PREFIXES = ("rdma:", "netdev:")  # NVLink is inside the host: a switch above it cannot explain it
 _UNREACHABLE = "host-unreachable"
 _NOT_LINK_FAULTS = {"config-drift"}  # a setting, not an observed fault: it would flag a badly set-up rack
@@ -211,14 +214,16 @@ def port_switch_tests(groups: Iterable, placements: Mapping[str, Sequence[str]],
     # Each group's members as host numbers, and each group's ports per host, once: the loop below runs for every
     # (component, group) of the fleet, and a membership mask indexed by host number is one numpy gather.
     number = {h: i for i, h in enumerate(fleet)}
-    member_hosts = [np.fromiter((number.get(h, -1) for h, _ in g.order), np.int64, len(g.order)) for g in groups]
-    ports_per_host = [Counter(h for h, _ in g.order) for g in groups]
+    hosts_of = [list(map(_HOST, g.order)) for g in groups]
+    member_hosts = [np.fromiter(map(number.get, hs, itertools.repeat(-1)), np.int64, len(hs)) for hs in hosts_of]
+    ports_per_host = [Counter(hs) for hs in hosts_of]
+    counted = [g.counts > 0 for g in groups]
     for members, names in sorted(same.items(), key=lambda kv: kv[1][0]):
         inside_mask = np.zeros(N + 1, dtype=bool)  # the last slot: hosts outside the fleet (number -1)
         inside_mask[[number[h] for h in members if h in number]] = True
-        for g, ids, per_host in zip(groups, member_hosts, ports_per_host, strict=True):
+        for g, ids, per_host, nonzero in zip(groups, member_hosts, ports_per_host, counted, strict=True):
             hosts = inside_mask[ids]
-            moved = hosts & (g.counts > 0)
+            moved = hosts & nonzero
             best: dict[str, tuple[float, int]] = {}  # host -> (Sidak p of its best port, member index)
             if moved.any() and (~hosts).sum() >= 2:
                 inside = np.flatnonzero(hosts)

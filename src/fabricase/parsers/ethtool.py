@@ -7,8 +7,10 @@ value that is absent or unreadable is None (or left out of a mapping), never 0.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 __all__ = [
     "CounterTable",
@@ -27,7 +29,6 @@ __all__ = [
 
 # Counters are u64 (20 digits); a longer run of digits is not a counter, and int() of thousands of digits raises.
 _UINT = re.compile(r"[0-9]{1,40}", re.ASCII)
-_SECTION = re.compile(r"^### (\S+)[ \t]*\r?(?:\n|\Z)", re.ASCII | re.MULTILINE)
 _MAX_ERRORS = 20
 
 
@@ -66,7 +67,7 @@ def split_sections(text: str | None) -> tuple[dict[str, str], list[str]]:
     """
     sections: dict[str, str] = {}
     errors: list[str] = []
-    parts = _SECTION.split(text or "")
+    parts = _split_at_headers(text or "")
     if parts[0].strip():
         errors.append("output before the first ### section header")
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
@@ -75,6 +76,23 @@ def split_sections(text: str | None) -> tuple[dict[str, str], list[str]]:
         else:
             sections[name] = body
     return sections, errors
+
+
+# A header line found by its leading "\n### " (the text is read with a "\n" in front): a literal prefix the regex
+# engine searches for, where `^### ` in MULTILINE mode tries every position of a 10 kB output.
+_HEADER = re.compile(r"\n### (\S+)[ \t]*\r?(?=\n|\Z)", re.ASCII)
+
+
+def _split_at_headers(text: str) -> list[str]:
+    """The text split at its header lines, a line `### <name>` (trailing blanks allowed): the text before the first
+    header, then name, body, name, body...; each body runs from after its header's line break to the next header."""
+    padded = "\n" + text
+    parts, start = [], 1
+    for match in _HEADER.finditer(padded):
+        parts += (padded[start:match.start() + 1], match.group(1))
+        start = match.end() + 1
+    parts.append(padded[start:])
+    return parts
 
 
 class CounterTable(dict[str, int]):
@@ -93,9 +111,14 @@ def parse_ethtool_stats(text: str | None) -> CounterTable:
     repeated name keeps its first value.
     """
     table = CounterTable()
+    known = _known_layout(text or "")
+    if known is not None:
+        table.update(zip(*known, strict=True))
+        return table
     fast = _plain_table(text or "")
     if fast is not None:
         table.update(fast)
+        _learn_layout(text or "")
         return table
     for number, line in enumerate((text or "").split("\n"), 1):
         counter = _counter_line(line)
@@ -126,6 +149,63 @@ def _plain_table(text: str) -> dict[str, int] | None:
             return None
     table = {name: int(value) for name, value in pairs}
     return table if len(table) == len(pairs) else None
+
+
+class _Layout(NamedTuple):
+    """A plain `ethtool -S` output with its values taken out: every port of a fleet prints one of a few. `fmt` is
+    the text with "%s" for each value (a "%" of the text doubled); `pick` takes the values from text.split()."""
+
+    names: tuple[str, ...]
+    pick: operator.itemgetter
+    fmt: str
+
+
+_LAYOUTS: dict[tuple[int, str, str], list[_Layout]] = {}  # (token count, first, last but one token) -> layouts
+_MAX_LAYOUTS = 256
+
+
+def _layout_key(tokens: list[str]) -> tuple[int, str, str]:
+    return len(tokens), tokens[0], tokens[-2]
+
+
+def _known_layout(text: str) -> tuple[tuple[str, ...], list[int]] | None:
+    """(names, values) of an output that is a learned layout with other values, else None. Exact: the layout,
+    filled with the values found, must give back the very text, and each value is 1-40 ASCII digits; the layout
+    came from a text that _plain_table read, so this text reads the same. String operations in C, no regex."""
+    tokens = text.split()
+    if len(tokens) < 4:
+        return None
+    for layout in _LAYOUTS.get(_layout_key(tokens), ()):
+        values = layout.pick(tokens)
+        joined = "".join(values)
+        if joined.isascii() and joined.isdigit() and max(map(len, values)) <= 40 and layout.fmt % values == text:
+            return layout.names, list(map(int, values))
+    return None
+
+
+def _learn_layout(text: str) -> None:
+    """Remember the layout of an output that _plain_table read, when each value is a token of its own (blank on
+    both sides): then text.split() finds the values at the same places in every output of this layout."""
+    names, picks, pieces, start, count = [], [], [], 0, 0
+    for match in _PLAIN_LINE.finditer(text):
+        begin, end = match.span(2)
+        if not text[begin - 1].isspace():  # "rx_packets:12": the value is not a token of its own
+            return
+        piece = text[start:begin]
+        count += len(piece.split())
+        names.append(match.group(1))
+        picks.append(count)
+        pieces.append(piece.replace("%", "%%"))
+        start, count = end, count + 1
+    tokens = text.split()
+    if len(picks) < 2 or len(tokens) < 4:  # itemgetter of one index gives a value, not a tuple
+        return
+    pieces.append(text[start:].replace("%", "%%"))
+    if len(_LAYOUTS) >= _MAX_LAYOUTS:
+        _LAYOUTS.clear()
+    known = _LAYOUTS.setdefault(_layout_key(tokens), [])
+    known.insert(0, _Layout(tuple(names), operator.itemgetter(*picks), "%s".join(pieces)))
+    del known[4:]  # a few layouts can share a key; more is not a fleet
 
 
 def _key_values(text: str | None) -> list[tuple[str, str]]:

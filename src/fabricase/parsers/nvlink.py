@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from fabricase.parsers.numbers import to_int
 
 __all__ = [
-    "NVLINK_COUNTERS", "NvlinkGpu", "NvlinkLink", "NvlinkReport", "Topology", "parse_nvlink_errors",
-    "parse_nvlink_status", "parse_topo_matrix",
+    "NVLINK_COUNTERS", "CounterLayout", "CounterPlan", "NvlinkGpu", "NvlinkLink", "NvlinkReport", "Topology",
+    "counter_layout", "pair_error_counters", "parse_nvlink_errors", "parse_nvlink_status", "parse_topo_matrix",
+    "split_error_counters",
 ]  # fmt: skip
 
 # GPU and link numbers are small (a bounded count of digits keeps int() from raising). The name, the UUID and a
@@ -175,6 +178,110 @@ def parse_nvlink_errors(text: str | None) -> NvlinkReport:
         if value.upper() not in ("N/A", "[N/A]"):
             report.errors.append(f"GPU {gpu.index} link {link.link}: {match.group('name')}: not a count {value!r}")
     return report
+
+
+# A counter value at the end of its line, and a GPU header's name and UUID: what differs between hosts of one
+# layout. Cut out, they leave the layout (headers, link numbers and counter names), read once per layout. The
+# header pattern starts with a literal newline: the regex engine then skips to candidates instead of trying `^`
+# at every character.
+_VALUE = re.compile(r": ([0-9]{1,20})[ \t\r]*$", re.M | re.A)
+_HEADER_LINE = re.compile(r"\nGPU ([0-9]{1,9}): [^\n]*", re.A)
+
+
+@dataclass(frozen=True, eq=False)
+class CounterLayout:
+    """Where each counter of one `nvlink -e` layout sits among its values: (GPU index, link, counter name) ->
+    position. One object per distinct layout (counter_layout is memoized), compared by identity: a cheap key for
+    what callers derive from a layout once."""
+
+    at: dict[tuple[int, int, str], int]
+
+
+def split_error_counters(text: str | None) -> tuple[CounterLayout, list[str]] | None:
+    """`nvidia-smi nvlink -e` in its usual shape as (its layout, the counter values as digit strings); None when
+    the text is not in that shape (parse_nvlink_errors then reads it in full). A fleet's hosts share a few layouts:
+    each is parsed once, not once per host."""
+    if not text or "\x1b" in text:
+        return None
+    parts = _HEADER_LINE.split("\n" + text)  # a leading blank line changes nothing _fast_errors reads
+    bare = parts[0] + "".join(f"\nGPU {index}: {body}" for index, body in zip(parts[1::2], parts[2::2], strict=True))
+    pieces = _VALUE.split(bare)
+    layout = counter_layout(tuple(pieces[0::2]))
+    return None if layout is None else (layout, pieces[1::2])
+
+
+@functools.lru_cache(maxsize=64)
+def counter_layout(skeleton: tuple[str, ...]) -> CounterLayout | None:
+    """The layout of a text cut at its counter values (the pieces between them), or None when it is not the usual
+    shape. The text is rebuilt with each value replaced by its position and read by _fast_errors itself, so the
+    same lines are accepted, a repeated counter keeps its last value and names are stripped alike (header names
+    and UUIDs are left out: no sample reads them)."""
+    template = "".join(f"{piece}: {position}" for position, piece in enumerate(skeleton[:-1])) + skeleton[-1]
+    report = _fast_errors(template)
+    if report is None:
+        return None
+    return CounterLayout({(gpu.index, link.link, name): position for gpu in report.gpus.values()
+                          for link in gpu.links.values() for name, position in link.counters.items()})  # fmt: skip
+
+
+_Counters = dict[tuple[int, int, str], int]
+
+
+class CounterPlan(NamedTuple):
+    """Per counter of either snapshot, by GPU, link and counter name (the order samples list them in): component
+    (nvlink:<gpu>/<link>), normalized metric and position in each snapshot's values (-1 where absent); complete
+    when none is absent."""
+
+    components: tuple[str, ...]
+    metrics: tuple[str, ...]
+    at0: tuple[int, ...]
+    at1: tuple[int, ...]
+    complete: bool
+
+
+def pair_error_counters(text0: str | None, text1: str | None) -> tuple[CounterPlan, list[int], list[int]]:
+    """Two `nvlink -e` snapshots as (plan, values of snapshot 0, values of snapshot 1). Hosts of one layout share
+    the plan (worked out once per pair of layouts); a text in another shape is parsed in full."""
+    layout0, at0, values0 = _error_counters(text0)
+    layout1, at1, values1 = _error_counters(text1)
+    plan = _layout_plan(layout0, layout1) if layout0 is not None and layout1 is not None else _plan(at0, at1)
+    return plan, values0, values1
+
+
+def _error_counters(text: str | None) -> tuple[CounterLayout | None, _Counters, list[int]]:
+    """(layout or None, (GPU, link, counter) -> position in the values, values) of one snapshot."""
+    if not text:
+        return None, {}, []
+    split = split_error_counters(text)
+    if split is not None:
+        layout, values = split
+        return layout, layout.at, list(map(int, values))
+    at: _Counters = {}
+    counts: list[int] = []
+    for gpu in parse_nvlink_errors(text).gpus.values():
+        for link in gpu.links.values():
+            for name, value in link.counters.items():
+                at[(gpu.index, link.link, name)] = len(counts)
+                counts.append(value)
+    return None, at, counts
+
+
+@functools.lru_cache(maxsize=64)
+def _layout_plan(layout0: CounterLayout, layout1: CounterLayout) -> CounterPlan:
+    return _plan(layout0.at, layout1.at)
+
+
+def _plan(at0: _Counters, at1: _Counters) -> CounterPlan:
+    keys = sorted(at0.keys() | at1.keys())
+    positions0, positions1 = tuple(at0.get(k, -1) for k in keys), tuple(at1.get(k, -1) for k in keys)
+    return CounterPlan(tuple(f"nvlink:{gpu}/{link}" for gpu, link, _ in keys), tuple(_metric(k[2]) for k in keys),
+                       positions0, positions1, -1 not in positions0 and -1 not in positions1)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=256)
+def _metric(name: str) -> str:
+    """The normalized metric of a counter name, `raw:<name>` for one not in NVLINK_COUNTERS."""
+    return NVLINK_COUNTERS.get(name.lower(), f"raw:{name}")
 
 
 # ---------------------------------------------------------------------------------------------- topo -m

@@ -13,14 +13,14 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from fabricase.parsers.numbers import MAX_DIGITS, to_float, to_int
 
 __all__ = [
-    "COUNTER_DIRS", "NORMALIZED", "PHYS_STATES", "PMA_WIDTHS", "PORT_STATES", "Metric", "RdmaPort", "detect_vendor",
-    "normalize", "parse_counter", "parse_phys_state", "parse_port_state", "parse_rate", "parse_rdma_port",
-    "pick_raw", "saturated",
+    "COUNTER_DIRS", "NORMALIZED", "PHYS_STATES", "PMA_WIDTHS", "PORT_STATES", "CounterPlan", "Link", "Metric",
+    "RdmaPort", "counter_plan", "detect_vendor", "link_fields", "normalize", "parse_counter", "parse_phys_state",
+    "parse_port_state", "parse_rate", "parse_rdma_port", "pick_raw", "plain_counters", "saturated",
 ]  # fmt: skip
 
 COUNTER_DIRS = ("counters", "counters_ext", "hw_counters")
@@ -254,6 +254,49 @@ def parse_rate(text: str | None) -> tuple[float | None, int | None, str | None]:
     return rate, int(m.group(2)) if m.group(2) else None, m.group(3) or None
 
 
+class Link(NamedTuple):
+    """What a port's state, phys_state, rate and link_layer files say: RdmaPort's fields of the same names."""
+
+    link_layer: str | None
+    state_code: int | None
+    state: str | None
+    phys_state_code: int | None
+    phys_state: str | None
+    rate_text: str | None
+    rate_gbps: float | None
+    width: int | None
+    speed: str | None
+    errors: tuple[str, ...]
+
+
+def _link(state: str | None, phys_state: str | None, rate: str | None, link_layer: str | None) -> Link:
+    state_code, state_name = parse_port_state(state)
+    phys_code, phys_name = parse_phys_state(phys_state)
+    rate_text = (rate or "").strip() or None
+    rate_gbps, width, speed = parse_rate(rate_text)
+    errors = []
+    if rate_text and rate_gbps is None:
+        errors.append(f"rate: not understood: {rate_text[:40]!r}")
+    for key, text, code, name in (("state", state, state_code, state_name), ("phys_state", phys_state, phys_code,
+                                                                              phys_name)):
+        stripped = (text or "").strip()
+        if stripped and code is None and name is None:
+            errors.append(f"{key}: not understood: {stripped[:40]!r}")
+    return Link((link_layer or "").strip() or None, state_code, state_name, phys_code, phys_name, rate_text,
+                rate_gbps, width, speed, tuple(errors))
+
+
+_cached_link = functools.lru_cache(maxsize=4096)(_link)
+
+
+def link_fields(state: str | None, phys_state: str | None, rate: str | None, link_layer: str | None) -> Link:
+    """A port's link files (None: not read): every port of a fleet has one of a few, so short ones are parsed
+    once (a Link is a tuple: sharing it is safe); long texts (fuzzed, garbage) are parsed, not kept."""
+    if len(state or "") + len(phys_state or "") + len(rate or "") + len(link_layer or "") <= 4 * _MEMO_CHARS:
+        return _cached_link(state, phys_state, rate, link_layer)
+    return _link(state, phys_state, rate, link_layer)
+
+
 def parse_counter(text: str | None) -> int | None:
     """A counter file's value; None when empty, unreadable, "N/A (no PMA)" or longer than MAX_DIGITS digits."""
     return to_int((text or "").strip())
@@ -321,28 +364,90 @@ def _counter_file(rel: str) -> tuple[str, str] | None:
     return folder, name
 
 
-def _counters(files: Mapping[str, str | None], port: RdmaPort) -> None:
-    for rel in sorted(files):
-        # a long (odd, fuzzed) path is classified but not kept in the cache
+@dataclass(frozen=True)
+class CounterPlan:
+    """How the counter files of a port laid out so are read: computed once per layout (a fleet has a few), and
+    shared (callers must not change it)."""
+
+    rels: tuple[str, ...]  # counter files, sorted: the order raw keeps
+    names: tuple[str, ...]  # their counter names
+    distinct: bool  # no name twice (counters/x beside hw_counters/x): then every key is the bare name
+    sources: dict[str, str]  # name -> rel; copied into each port (callers add to it)
+    tops: tuple[tuple[int, str, int], ...]  # (index, name, maximum) of the PortCounters fields that saturate
+
+
+def _make_counter_plan(rels: tuple[str, ...]) -> CounterPlan:
+    picked = []
+    for rel in sorted(rels):
         parts = _counter_file(rel) if len(rel) <= 200 else _counter_file.__wrapped__(rel)
-        if parts is None:
-            continue
-        folder, name = parts
+        if parts is not None:
+            picked.append((rel, *parts))
+    names = tuple(name for _, _, name in picked)
+    tops = tuple((i, name, (1 << PMA_WIDTHS[name]) - 1) for i, (_, folder, name) in enumerate(picked)
+                 if folder == "counters" and name in PMA_WIDTHS)
+    return CounterPlan(tuple(rel for rel, _, _ in picked), names, len(set(names)) == len(names),
+                 {name: rel for rel, _, name in picked}, tops)
+
+
+_cached_counter_plan = functools.lru_cache(maxsize=256)(_make_counter_plan)
+_PLAN_FILES = 1024  # a real port has ~60 files; a longer layout (fuzzed) is planned but not kept in the cache
+
+
+def counter_plan(rels: tuple[str, ...]) -> CounterPlan:
+    """The plan of a port whose files (relative to the port folder) are `rels`."""
+    return _cached_counter_plan(rels) if len(rels) <= _PLAN_FILES else _make_counter_plan(rels)
+
+
+# Every counter text of a port, joined by NUL: each a plain run of digits and at most one newline. The common
+# case, read with one match and int() on each text; anything else takes the per-file path.
+_PLAIN = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}\n?(?:\x00[0-9]{{1,{MAX_DIGITS}}}\n?)*")
+
+
+def plain_counters(texts: list[str | None]) -> list[int] | None:
+    """int() of every text when all are plain counter values (parse_counter reads them alike), else None: one
+    match over them all, not a Python step per text."""
+    try:
+        joined = "\x00".join(texts)  # type: ignore[arg-type]  # None (not read): TypeError, the per-file path
+    except TypeError:
+        return None
+    if joined.count("\x00") != len(texts) - 1 or _PLAIN.fullmatch(joined) is None:
+        return None  # a NUL inside a text would split it in two
+    return list(map(int, texts))  # type: ignore[arg-type]
+
+
+def _counters(files: Mapping[str, str | None], port: RdmaPort) -> None:
+    plan = counter_plan(tuple(files))
+    if plan.distinct and plan.rels:
+        values = plain_counters(list(map(files.__getitem__, plan.rels)))
+        if values is not None:
+            port.raw = dict(zip(plan.names, values, strict=True))
+            port.raw_sources = dict(plan.sources)
+            port.saturated = [name for i, name, top in plan.tops if values[i] == top]  # saturated(), inlined
+            return
+    _each_counter(files, plan, port)
+
+
+def _each_counter(files: Mapping[str, str | None], plan: CounterPlan, port: RdmaPort) -> None:
+    """The general path: a file not read, unreadable, or not a counter value, or a name in two folders."""
+    for rel, name in zip(plan.rels, plan.names, strict=True):
         text = files[rel]
         token = text.strip() if text else ""
-        # parse_counter, inlined: a fleet has millions of counter files
+        # parse_counter, inlined
         value = int(token) if 0 < len(token) <= MAX_DIGITS and token.isascii() and token.isdigit() else None
         if value is None:
-            stripped = (text or "").strip()
             # Empty: the read failed (EIO on some hw_counters). "N/A (no PMA)": the device has no PMA.
-            if stripped and not stripped.startswith("N/A"):
-                port.errors.append(f"{rel}: not a counter value: {stripped[:40]!r}")
+            if token and not token.startswith("N/A"):
+                port.errors.append(f"{rel}: not a counter value: {token[:40]!r}")
             continue
         key = name if name not in port.raw else rel
         port.raw[key] = value
         port.raw_sources[key] = rel
-        if folder == "counters" and (width := PMA_WIDTHS.get(name)) is not None and value == (1 << width) - 1:
+        if rel.startswith("counters/") and (width := PMA_WIDTHS.get(name)) is not None and value == (1 << width) - 1:
             port.saturated.append(key)  # saturated(), inlined
+
+
+_NDEVS = tuple(f"gid_attrs/ndevs/{i}" for i in range(4))
+_LINK_FILES = ("state", "phys_state", "rate", "link_layer")
 
 
 def parse_rdma_port(device: str, port: int, files: Mapping[str, str | None], driver: str | None = None) -> RdmaPort:
@@ -350,20 +455,15 @@ def parse_rdma_port(device: str, port: int, files: Mapping[str, str | None], dri
 
     A value of None (or an empty string) is a file that was not read or could not be read.
     """
-    rec = RdmaPort(device=device, port=port)
-    rec.present = {k for k in ("state", "phys_state", "rate", "link_layer") if files.get(k) is not None}
-    rec.link_layer = (files.get("link_layer") or "").strip() or None
-    rec.state_code, rec.state = parse_port_state(files.get("state"))
-    rec.phys_state_code, rec.phys_state = parse_phys_state(files.get("phys_state"))
-    rec.rate_text = (files.get("rate") or "").strip() or None
-    rec.rate_gbps, rec.width, rec.speed = parse_rate(rec.rate_text)
-    if rec.rate_text and rec.rate_gbps is None:
-        rec.errors.append(f"rate: not understood: {rec.rate_text[:40]!r}")
-    for key in ("state", "phys_state"):
-        text = (files.get(key) or "").strip()
-        if text and getattr(rec, key + "_code") is None and getattr(rec, key) is None:
-            rec.errors.append(f"{key}: not understood: {text[:40]!r}")
-    ndevs = [(files.get(f"gid_attrs/ndevs/{i}") or "").strip() for i in range(4)]
+    get = files.get
+    link = link_fields(get("state"), get("phys_state"), get("rate"), get("link_layer"))
+    rec = RdmaPort(
+        device=device, port=port, link_layer=link.link_layer, state=link.state, state_code=link.state_code,
+        phys_state=link.phys_state, phys_state_code=link.phys_state_code, rate_gbps=link.rate_gbps,
+        width=link.width, speed=link.speed, rate_text=link.rate_text, errors=list(link.errors),
+        present={k for k in _LINK_FILES if get(k) is not None},
+    )
+    ndevs = [(files.get(rel) or "").strip() for rel in _NDEVS]
     rec.netdev = next((n for n in ndevs if n and "/" not in n and " " not in n), None)
     _counters(files, rec)
     rec.vendor = detect_vendor(device, rec.raw, driver)

@@ -1,0 +1,41 @@
+"""The analysis's garbage-collector setting (analysis.pool.fewer_collections) and what crosses the pool's pipe."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import pickle
+
+import pytest
+
+from fabricase.analysis.pool import _YOUNG_THRESHOLD, fewer_collections, map_hosts
+from fabricase.models import CaptureItem, HostCapture, HostStatus, MetricSample
+
+
+def test_collections_are_rarer_inside_and_restored_after_even_on_error():
+    before = gc.get_threshold()
+    seen = []
+
+    def fn(hc):
+        seen.append(gc.get_threshold()[0])
+        raise KeyError(hc.host)
+
+    with pytest.raises(KeyError):
+        map_hosts([HostCapture("h1", HostStatus.OK, "replay")], fn)
+    assert seen == [max(before[0], _YOUNG_THRESHOLD)]
+    assert gc.get_threshold() == before
+    with fewer_collections():
+        assert gc.get_threshold()[1:] == before[1:]
+    assert gc.get_threshold() == before
+
+
+def test_samples_and_items_pickle_whole_and_have_no_instance_dict():
+    sample = MetricSample("gpu1", "rdma:mlx5_0/1", "symbol_errors", 3.0, "count", "/sys/x", 2.0, 0.4, "wrap")
+    back = pickle.loads(pickle.dumps(sample))
+    assert back == sample and dataclasses.asdict(back) == dataclasses.asdict(sample)
+    item = CaptureItem("/sys/x", 1, "file", "rdma", "stream.fc1", 2, "ab" * 32, offset=7)
+    assert pickle.loads(pickle.dumps(item)) == item
+    for obj in (sample, item):
+        assert not hasattr(obj, "__dict__")  # slots: a fleet holds millions of them
+        with pytest.raises(AttributeError):
+            obj.not_a_field = 1
