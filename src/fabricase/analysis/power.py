@@ -34,7 +34,7 @@ import numpy as np
 from scipy import special
 
 from fabricase.analysis.fleet import MIN_EVENTS, fleet_inputs
-from fabricase.analysis.fleet_gather import _classes, _host_intervals, is_error_metric
+from fabricase.analysis.fleet_gather import _class_strings, _host_intervals, _layout_of, _parts
 from fabricase.models import MetricSample
 
 __all__ = [
@@ -212,28 +212,34 @@ class _Group:
 def _groups(hosts_samples: Mapping[str, Sequence[MetricSample]],
             intervals: Mapping[str, float] | None) -> tuple[dict[tuple[str, str, str], _Group], dict[str, float]]:
     """(family, class, metric) -> counts, seconds and hosts of its components, as fleet_findings groups them
-    (per-second exposure); and each host's interval."""
+    (per-second exposure); and each host's interval. Per host only its error counters are visited, where the
+    fleet step's cached layout says they are (a fleet has hundreds of thousands of samples, a few layouts)."""
     host_interval = _host_intervals(hosts_samples, intervals)
     groups: dict[tuple[str, str, str], _Group] = {}
-    errors: dict[str, bool] = {}  # per metric name: a fleet has hundreds of thousands of samples, few names
     for host, samples in hosts_samples.items():
-        classes = _classes(list(samples))
-        seen: set[tuple[str, str]] = set()
-        for s in samples:
-            if s.delta is None or s.delta < 0:
+        samples = samples if isinstance(samples, list) else list(samples)
+        lay = _layout_of(samples)
+        classes = _class_strings(lay, _parts(samples, lay))
+        fallback = host_interval.get(host)
+        seen: set[tuple[str, str]] | None = set() if lay.dups else None
+        for i, (component, family, metric) in zip(lay.err, lay.err_names, strict=True):
+            s = samples[i]
+            delta = s.delta
+            if delta is None or delta < 0:
                 continue
-            error = errors.get(s.metric)
-            if error is None:
-                error = errors[s.metric] = is_error_metric(s.metric)
-            if not error or (s.component, s.metric) in seen:
-                continue
-            seen.add((s.component, s.metric))
-            interval = s.delta / s.rate if s.rate and s.delta > 0 and s.rate > 0 else host_interval.get(host)
+            if seen is not None:
+                if (component, metric) in seen:
+                    continue
+                seen.add((component, metric))
+            rate = s.rate
+            interval = delta / rate if rate and delta > 0 and rate > 0 else fallback
             if interval is None or not interval > 0:
                 continue
-            key = (s.component.split(":", 1)[0], classes.get(s.component, ""), s.metric)
-            g = groups.setdefault(key, _Group([], [], defaultdict(int)))
-            g.counts.append(float(round(s.delta)))
+            key = (family, classes.get(component, ""), metric)
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = _Group([], [], defaultdict(int))
+            g.counts.append(float(round(delta)))
             g.seconds.append(float(interval))
             g.hosts[host] += 1
     return groups, host_interval
