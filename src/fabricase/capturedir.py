@@ -182,35 +182,16 @@ class StoredHost(HostCapture):
         items, live = self.items, self._live
         picked = live[0].select(prefix, kind) if live is not None and live[1] is items else None
         if picked is None or not picked[1]:
-            return self._texts_each(prefix, kind) if picked is None else {}
+            return HostCapture.texts(self, prefix, kind) if picked is None else {}
         rows, keys = picked
         if STREAM_FILE not in self._blobs:
             self.read(items[int(rows[0])])  # reads the stream once, or raises as the item by item way would
         stream = self._blobs.get(STREAM_FILE)
         texts = live[0].texts(rows, stream) if stream is not None else None  # type: ignore[index]
         if texts is None:
-            return self._texts_each(prefix, kind)
+            return HostCapture.texts(self, prefix, kind)
         self.cache["last_item"] = items[int(rows[-1])]  # as after read() of each, in order
         return dict(zip(keys, texts, strict=True))
-
-    def _texts_each(self, prefix: str, kind: str) -> dict[tuple[str, int], str]:
-        """texts() item by item: a slice of a stream read once where it can be, else read()."""
-        out: dict[tuple[str, int], str] = {}
-        blobs, last = self._blobs, None
-        for it in self.items:
-            if it.kind != kind or not it.source.startswith(prefix):
-                continue
-            key = (it.source, it.snapshot)
-            if key in out:
-                continue
-            last, blob, offset = it, blobs.get(it.path), it.offset
-            data = blob[offset:offset + it.bytes] if blob is not None and offset is not None else None
-            if data is None or len(data) != it.bytes:
-                data = self.read(it)
-            out[key] = data.decode("utf-8", errors="replace")
-        if last is not None:
-            self.cache["last_item"] = last  # as after read() of each, in order
-        return out
 
     def _read_stored(self, item: CaptureItem) -> bytes:
         """read() past its common case: the first item of a stream, a file of its own, a large stream."""
