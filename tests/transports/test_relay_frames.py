@@ -158,7 +158,10 @@ def test_tree_mode_hands_on_each_host_before_its_gateway_ends(fake_ssh: Path, ga
     t = GatewayTransport(gateways, command=f"{shlex.quote(sys.executable)} -m fabricase", fanout=4, deadline_s=120)
     runs = t.run(["h-fast", "h-slow", "down1"], _gated_script(gate), timeout_s=60, on_done=on_done)
     by_host = {r.host: r for r in runs}
-    assert [r.host for r in seen][-1] == "h-slow" and len(seen) == 3
+    order = [r.host for r in seen]
+    # h-slow is handed on after h-fast (it waited for h-fast's hand-on); down1 comes through another relay of
+    # its own in the nested case, so where it falls in the order is a matter of scheduling, not of the protocol.
+    assert sorted(order) == ["down1", "h-fast", "h-slow"] and order.index("h-fast") < order.index("h-slow")
     for host in ("h-fast", "h-slow"):
         assert by_host[host].status == HostStatus.OK, by_host[host].reason
         assert by_host[host].stdout == f"stream of {host}\0\xff\n".encode("latin-1")
