@@ -39,3 +39,22 @@ def test_samples_and_items_pickle_whole_and_have_no_instance_dict():
         assert not hasattr(obj, "__dict__")  # slots: a fleet holds millions of them
         with pytest.raises(AttributeError):
             obj.not_a_field = 1
+
+
+def _freeze_count(hc: HostCapture) -> int:
+    return gc.get_freeze_count()
+
+
+def test_pool_children_leave_the_parents_heap_to_the_collector_frozen(monkeypatch):
+    # A forked child's full collections walked the whole inherited heap (the capture, the CLI's objects) and, by
+    # touching every object's header, copied its pages: bench_fleet's analysis took twice as long. The parent's
+    # objects are frozen (gc.freeze) while the pool runs, and thawed after.
+    from fabricase.analysis import pool
+
+    monkeypatch.setenv(pool.WORKERS_ENV, "2")
+    hosts = [HostCapture(f"h{i}", HostStatus.OK, "replay") for i in range(pool.MIN_POOL_HOSTS)]
+    if pool.pool_workers(len(hosts)) < 2:
+        pytest.skip("no fork here, or another thread runs: the pool stays serial")
+    counts = [o.value for o in map_hosts(hosts, _freeze_count)]
+    assert len(counts) == len(hosts) and min(counts) > 1000
+    assert gc.get_freeze_count() == 0
