@@ -124,3 +124,17 @@ def test_stats_round_trip_unknown_counters(counters):
     text = "NIC statistics:\n" + "".join(f"     {name}: {value}\n" for name, value in counters.items())
     table = parse_ethtool_stats(text)
     assert dict(table) == counters and table.errors == []
+
+
+def test_aer_totals_memoized_by_text_agree_with_the_parser_and_keep_no_long_text():
+    from fabricase.analysis import pcie
+    from fabricase.parsers.pcie import parse_aer_counters
+
+    short = "RxErr 0\nBadTLP 3\nTOTAL_ERR_COR 3\n"
+    long = short + "Timeout 0\n" * 400  # past the memo's limit: parsed every time, never kept
+    pcie._short_aer_total.cache_clear()
+    for text in (short, short, "17\n", long, long, "", "garbage"):
+        assert pcie._aer_total(text) == parse_aer_counters(text).total
+    assert pcie._aer_total(None) is None
+    info = pcie._short_aer_total.cache_info()
+    assert (info.hits, info.currsize) == (1, 4)  # short twice (one hit), "17", "", "garbage"

@@ -107,3 +107,18 @@ def test_every_kind_the_golden_hosts_raise_is_documented(tmp_path):
     documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", doc, re.M))
     kinds = {f.kind for f in analyze(_capture(tmp_path, hgx_mlx5_host, degraded=True))}
     assert kinds and kinds <= documented, kinds - documented
+
+
+def test_a_gpu_hosts_nvidia_smi_report_is_parsed_once_per_analysis(tmp_path, monkeypatch):
+    # The GPU samples, the kernel log's GPU names and the diagnosis's hardware each parsed the XML report again:
+    # a fifth of an HGX host's analysis. They share one parse now (HostItems.memo).
+    from fabricase.analysis import gpu
+    from fabricase.pipeline import diagnose_capture
+
+    capture = _capture(tmp_path, hgx_mlx5_host, degraded=True)
+    calls = []
+    real = gpu.parse_nvidia_smi_xml
+    monkeypatch.setattr(gpu, "parse_nvidia_smi_xml", lambda text: calls.append(1) or real(text))
+    analysis = diagnose_capture(capture)
+    assert len(calls) == 1 and analysis.hardware[capture.hosts[0].host] is not None
+    assert any(f.kind == "gpu-fabric-unhealthy" for f in analysis.findings)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fabricase.parsers.dcgm import parse_dcgmi_diag, parse_dcgmi_discovery, parse_dcgmi_health
 from fabricase.parsers.fabric_manager import parse_fabric_manager_log, parse_fabric_manager_state
 from fabricase.parsers.imex import parse_imex_status
@@ -124,3 +126,19 @@ def test_dcgmi_health_and_discovery():
     assert found.gpus[0] == {"id": 0, "name": "NVIDIA H100 80GB HBM3", "bus_id": "0000:18:00.0", "uuid": "GPU-abc"}
     assert found.gpus[1]["bus_id"] is None and found.nvswitches == [11, 8] and found.errors == []
     assert parse_dcgmi_discovery("Error: unable to establish a connection to the specified host: localhost\n").errors
+
+
+@pytest.mark.parametrize("msg", [
+    "Fabric Manager version 535.104.05 is running with the following configuration options",
+    "NVLink trunk link training failed on port 4", "access link 3 went down after fail-over",
+    "GPU handles: failed to find the GPU handle 0x7 for multicast team 12", "NV_WARN_NOTHING_TO_DO",
+    "GPUs don't match with any supported system topology", "Topology Mismatch on node", "plain info message",
+    "access link ok", "failed to find the GPU handle " * 50, "training" + " x" * 500, "",
+])
+def test_the_union_prefilter_gives_each_message_the_kind_the_ordered_patterns_give(msg):
+    from fabricase.parsers import fabric_manager as fm
+
+    ordered = next((name for pattern, name in fm._KINDS if pattern.search(msg)), None)
+    assert bool(fm._ANY_KIND.search(msg)) == (ordered is not None)
+    event = fm._event("Jul 23 2024 07:53:55", "INFO", msg, 1)
+    assert (event.kind if event else None) == ordered

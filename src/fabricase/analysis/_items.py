@@ -31,8 +31,16 @@ class HostItems:
             (it.source, it.snapshot): it for it in reversed(hc.items) if it.kind != "stderr"
         }
         self._sorted: list[str] | None = None
+        self._memo: dict[str, Any] = {}
         hc.cache["host_items"] = self
         return self
+
+    def memo(self, key: str, build: Callable[[], T]) -> T:
+        """`build()` once per host for `key`: a parse of the host's items that several domains read. The result is
+        shared: callers must not change it."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     def sources(self, prefix: str) -> list[str]:
         """Sources under a path prefix, in any snapshot, sorted."""

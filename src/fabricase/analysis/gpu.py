@@ -36,7 +36,13 @@ _HEALTH_OK = {"n/a", "healthy", "false", "no", "none", "full", "not degraded", "
 
 def nvidia_smi_report(items: HostItems) -> tuple[NvidiaSmiReport | None, str | None]:
     """The XML report when it has GPUs, else the text one; a GPU whose XML lacks the Fabric section (older
-    XML schemas) takes it from the text. Returns (report, source item)."""
+    XML schemas) takes it from the text. Returns (report, source item). Parsed once per host (the GPU samples,
+    the kernel log's GPU names and the diagnosis's hardware all read it); the report is shared: callers must
+    not change it."""
+    return items.memo("nvidia_smi_report", lambda: _nvidia_smi_report(items))
+
+
+def _nvidia_smi_report(items: HostItems) -> tuple[NvidiaSmiReport | None, str | None]:
     xml_text = items.text(SMI_XML)
     xml = parse_nvidia_smi_xml(xml_text) if xml_text else None
     if xml and xml.gpus and all(g.fabric is not None for g in xml.gpus):

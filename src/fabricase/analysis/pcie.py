@@ -3,6 +3,7 @@ rules pcie-downgraded and pcie-aer. sysfs is preferred; `lspci -vvv` fills in de
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 
 from fabricase.analysis._items import HostItems, by_family, per_samples
@@ -67,12 +68,27 @@ def _sysfs_samples(hc: HostCapture, items: HostItems, bdf: str, attrs: dict[str,
     for attr, metric in _AER.items():
         if attr in attrs:
             t0, t1 = items.text(attrs[attr], 0), items.text(attrs[attr], 1)
-            v0 = parse_aer_counters(t0).total if t0 is not None else None
-            v1 = parse_aer_counters(t1).total if t1 is not None else None
+            v0, v1 = _aer_total(t0), _aer_total(t1)
             d = counter_delta(v0, v1, hc.interval_s)
             out.append(MetricSample(hc.host, component, metric, v1 if v1 is not None else v0, "errors", attrs[attr],
                                     d.delta, d.rate, d.note))
     return out
+
+
+def _aer_total(text: str | None) -> int | None:
+    """An AER file's total. A host's AER files are nearly all the same few texts (all zeros), read hundreds of
+    times per host: a short one is parsed once per process (a long, odd one is not kept)."""
+    if text is None:
+        return None
+    return _short_aer_total(text) if len(text) <= _AER_MEMO_CHARS else parse_aer_counters(text).total
+
+
+_AER_MEMO_CHARS = 2048  # a real AER file is a few hundred bytes
+
+
+@functools.lru_cache(maxsize=1024)
+def _short_aer_total(text: str) -> int | None:
+    return parse_aer_counters(text).total
 
 
 def samples(hc: HostCapture) -> list[MetricSample]:

@@ -27,6 +27,8 @@ _KINDS = (
     (re.compile(r"NVSwitch driver failed|NV_WARN_NOTHING_TO_DO", re.I), "driver-error"),
     (re.compile(r"training|trunk link|^(?>.*?access link).*(?:fail|down)", re.I), "link-error"),
 )
+# Any of them: most entries match none, and one search of the union tells so (then each is tried, in order).
+_ANY_KIND = re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in _KINDS), re.I)
 # One optional colon between two runs of spaces: `\s*:?\s*` would split a long run of spaces every way.
 _VERSION = re.compile(r"version(?: is)?\s*(?::\s*)?(?P<v>[0-9]+(?:\.[0-9]+)+)", re.I)
 
@@ -62,7 +64,7 @@ def _event(ts: str, level: str, msg: str, line: int) -> LogEvent | None:
         return LogEvent(ts, level, msg, "nvswitch-error", line, normalize_pci(match.group("pci")),
                         int(match.group("phys")), int(match.group("port")), int(match.group("code")),
                         match.group("sev").lower() == "fatal")  # fmt: skip
-    kind = next((name for pattern, name in _KINDS if pattern.search(msg)), None)
+    kind = next((name for pattern, name in _KINDS if pattern.search(msg)), None) if _ANY_KIND.search(msg) else None
     if kind is None and level in ("ERROR", "WARNING", "WARN", "FATAL", "CRITICAL"):
         kind = "error"
     return LogEvent(ts, level, msg, kind, line) if kind else None
