@@ -58,3 +58,32 @@ def test_pool_children_leave_the_parents_heap_to_the_collector_frozen(monkeypatc
     counts = [o.value for o in map_hosts(hosts, _freeze_count)]
     assert len(counts) == len(hosts) and min(counts) > 1000
     assert gc.get_freeze_count() == 0
+
+
+def test_the_fleet_steps_samples_share_their_component_and_source_names_across_hosts(tmp_path, monkeypatch):
+    # About a thousand samples per host are kept until the fleet step; each host's names were its own copies
+    # (10,000 HGX hosts: hundreds of MiB of equal strings). In the pool too, where pickle shares them per chunk.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    import fleetgen
+
+    from fabricase.analysis import analyze
+    from fabricase.analysis.pool import WORKERS_ENV, _bounds, pool_workers
+    from fabricase.capturedir import load_capture
+
+    hosts = [f"gpu{i:03d}" for i in range(1, 129)]  # full hosts: NVLinks, RoCE ports, kernel logs
+    fleetgen.build(fleetgen.Scenario("clean", None, hosts), tmp_path / "cap", seed=3, ib_only=False)
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    if pool_workers(len(hosts)) < 2:
+        pytest.skip("no fork here, or another thread runs: the pool stays serial")
+    samples: dict = {}
+    analyze(load_capture(tmp_path / "cap"), samples_out=samples)
+    chunks = len(_bounds(len(hosts), 2))
+    kept = [s for host in hosts for s in samples[host]]
+    for field in ("component", "source"):
+        values = {getattr(s, field) for s in kept}
+        copies = {id(getattr(s, field)) for s in kept}
+        assert len(kept) > 100 * len(values)
+        assert len(copies) <= chunks * len(values) < len(hosts) * len(values) / 4, field  # one per chunk at most
