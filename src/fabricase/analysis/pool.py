@@ -3,7 +3,8 @@ analyzed side by side, one process per core. Python's own work (parsing, rules) 
 threads would not help and processes do.
 
 The pool forks: children inherit the capture (its hosts and their lazily read items) and the per-host function
-as they are, so nothing but results crosses a pipe, and a closure or lambda works as a hook. Forking is only
+as they are, so nothing but results crosses a pipe, and a closure or lambda works as a hook (the parent's heap is
+frozen for the garbage collector meanwhile, so that the children's collections leave it alone). Forking is only
 safe in a process with one thread (a forked lock held by another thread stays held forever), so a process that
 runs threads, a platform without fork, a small fleet, or FABRICASE_ANALYSIS_WORKERS=1 stays serial; results are
 the same either way, in the same order (tests/analysis/test_golden_fleet.py compares both).
