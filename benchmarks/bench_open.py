@@ -27,7 +27,7 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "providers" / "aw
 import boto3  # noqa: E402
 import fleetgen  # noqa: E402
 import httpx  # noqa: E402
-from awsfakes import REGION, Clients, UploadServer, free_port, stub_codes, write_config  # noqa: E402
+from awsfakes import REGION, Clients, UploadServer, free_port, random_aws_keys, stub_codes, write_config  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
@@ -41,7 +41,8 @@ from fabricase.providers import aws  # noqa: E402
 def _fake_env(nowhere: Path) -> None:
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL"):
         os.environ.pop(name, None)
-    os.environ.update({"AWS_ACCESS_KEY_ID": "AKIAFAKEFAKEFAKEFAKE", "AWS_SECRET_ACCESS_KEY": "fake-not-a-real-key",
+    key_id, secret = random_aws_keys()  # made at run time, never a committed literal
+    os.environ.update({"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret,
                        "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": str(nowhere / "c"),
                        "AWS_CONFIG_FILE": str(nowhere / "f")})
 

@@ -351,8 +351,9 @@ def aws(tmp_path, monkeypatch, moto_url):
                  "AWS_ENDPOINT_URL", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
                  "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEFAKEFAKEFAKE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", f"fake-secret-{random.Random(15).getrandbits(32):08x}")
+    key_id, secret = awsfakes.random_aws_keys()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))

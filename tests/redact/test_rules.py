@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
+import string
 from pathlib import Path
 
 import pytest
@@ -19,14 +21,16 @@ from fabricase.redact.secrets import redact_secrets
 KEY = b"k" * 32
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
 
-AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # AWS's documented example secret
+# A temporary (STS) key id of the real shape, made at run time: never a committed literal.
+ASIA_ID = "ASIA" + "".join(secrets.choice(string.ascii_uppercase + "234567") for _ in range(16))
 PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj"
 
 # (kind, text, redacted text)
 SECRETS = [
     ("aws-access-key-id", "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
      "aws_access_key_id = [REDACTED:aws-access-key-id]"),
-    ("aws-access-key-id", "key ASIAY34FZKBOKMUTVV7A used", "key [REDACTED:aws-access-key-id] used"),
+    ("aws-access-key-id", f"key {ASIA_ID} used", "key [REDACTED:aws-access-key-id] used"),
     ("aws-secret-access-key", f"aws_secret_access_key = {AWS_SECRET}",
      "aws_secret_access_key = [REDACTED:aws-secret-access-key]"),
     ("aws-secret-access-key", f'{{"SecretAccessKey": "{AWS_SECRET}"}}',

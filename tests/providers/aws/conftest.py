@@ -3,7 +3,8 @@ CreateCase, DescribeCases, ResolveCase, STS), and botocore's Stubber, which chec
 against the service model, for what moto lacks (instance topology, capacity blocks, ReportInstanceStatus,
 services, severities, attachments, communications). Presigned upload-link PUTs go to a local http.server.
 
-Credentials are obviously fake, from the environment; the metadata service is disabled; nothing leaves 127.0.0.1.
+Credentials are made at run time from random values, in the environment; the metadata service is disabled;
+nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from awsfakes import Clients, UploadServer, free_port, write_config
+from awsfakes import Clients, UploadServer, free_port, random_aws_keys, write_config
 from moto.server import ThreadedMotoServer
 
 from fabricase.config import Paths
@@ -30,8 +31,9 @@ def fake_aws_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
                  "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
                  "AWS_ENDPOINT_URL", "FABRICASE_DEBUG", "FABRICASE_DB"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEFAKEFAKEFAKE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret-not-a-real-key")
+    key_id, secret = random_aws_keys()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nowhere / "credentials"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(nowhere / "config"))
