@@ -1,16 +1,18 @@
 """Fleet fan-out at scale over the CLI path: `fabricase collect --hosts gpu[0001-N] --json`, run in this process
 (click's CliRunner) with the fake transport put in place of the ssh one, so that everything `collect` does is
-measured: fan-out, stream parse and capture directory (worker processes), loading the host records back, the
-diagnosis and the JSON report. Each host replays one recorded 8-GPU HGX host's stream (the golden host tree,
-captured once with the local transport), latency 20-200 ms, and 1% of hosts hang past the per-host timeout.
+measured: fan-out, stream parse and capture directory (worker processes, which also analyze each host as it is
+written), loading the host records back, the fleet-wide analysis, the diagnosis and the JSON report. Each host
+replays one recorded 8-GPU HGX host's stream (the golden host tree, captured once with the local transport),
+latency 20-200 ms, and 1% of hosts hang past the per-host timeout.
 Issue 18's targets on a 2-core machine: 1,024 hosts in 15 s or less and 1 GiB or less, 10,000 hosts in 4 GiB or
 less, every hung host reported as timed out.
 
     python benchmarks/bench_fleet.py [--hosts 1024] [--fanout 128] [--timeout 10] [--hang 0.01] [--format 3]
                                      [--skip-analysis]
 
---skip-analysis replaces the command's analysis with an empty one (diagnose of no findings), to measure the
-fan-out and capture path apart from the analysis (issue 18 item 2, measured by bench_analysis.py).
+--skip-analysis replaces the command's analysis with an empty one (diagnose of no findings; the workers analyze
+nothing), to measure the fan-out and capture path apart from the analysis (issue 18 item 2, measured by
+bench_analysis.py).
 
 Stand-ins, said plainly: the transport is FakeTransport (no ssh), injected by replacing
 fabricase.pipeline.get_transport for this process; --format sets capture_write.WRITTEN_VERSION, the format
@@ -23,6 +25,7 @@ time but not in the CPU seconds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -136,10 +139,12 @@ def main() -> None:
         phases: dict[str, float] = {}
         real_collect, real_load = pipeline.collect, pipeline.load_capture
 
-        def timed_collect(*a, **kw):
+        def timed_collect(targets, opts, *a, **kw):
+            if args.skip_analysis:  # the recording workers analyze each host too, unless told not to
+                opts = dataclasses.replace(opts, analyze_hosts=False)
             t = time.perf_counter()
             try:
-                return real_collect(*a, **kw)
+                return real_collect(targets, opts, *a, **kw)
             finally:
                 phases["capture and load"] = time.perf_counter() - t
 

@@ -65,6 +65,7 @@ __all__ = [
     "INPUT_CAP",
     "PLACEMENTS_FILE",
     "add_inputs",
+    "load_host",
     "find_capture_root",
     "host_capture_from_stream",
     "host_dir_name",
@@ -427,6 +428,13 @@ def _capture_hosts(meta: dict, where: str) -> list[str]:
             raise CaptureError(f"hosts: {name!r} is listed twice", where=where)
         seen.add(name)
     return hosts
+
+
+def load_host(root: Path, name: str, version: int) -> HostCapture:
+    """One host of a capture directory, unverified, exactly as load_capture(root, verify=False) loads it: for the
+    recording worker that analyzes each host as soon as it is written (pipeline.collect)."""
+    root = find_capture_root(root)
+    return _load_host(root, root.resolve(), name, False, version, [_KEEP_INDEX_BYTES])
 
 
 def load_capture(path: Path, *, verify: bool = True) -> Capture:

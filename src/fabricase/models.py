@@ -229,6 +229,10 @@ class Capture:
     targets: dict[str, Any]
     hosts: list[HostCapture]
     inputs: list[InputFile] = field(default_factory=list)
+    # host -> its analysis, done by the recording worker as the host was written (pipeline.collect with
+    # analyze_hosts), with the per-host hook it ran; analysis.analyze takes them once, instead of analyzing again.
+    analyzed: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    analyzed_with: Any = field(default=None, repr=False, compare=False)
 
     def host(self, name: str) -> HostCapture | None:
         return next((h for h in self.hosts if h.host == name), None)

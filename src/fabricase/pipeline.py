@@ -46,6 +46,7 @@ from fabricase.targets import Targets
 from fabricase.transports import HostRun, Transport, get_transport, is_local_name
 
 if TYPE_CHECKING:
+    from fabricase.analysis.pool import Outcome
     from fabricase.diagnosis import Diagnosis, HostHardware
     from fabricase.models import Placement
 
@@ -82,6 +83,10 @@ class CollectOptions:
     k8s_namespace: str = "fabricase"  # where the fabricase-node DaemonSet runs
     k8s_debug_pods: bool = False  # enter nodes without a DaemonSet pod through a privileged debug pod
     k8s_debug_image: str | None = None  # that pod's image (needs sh and nsenter)
+    # Analyze each host (with the diagnosis's hardware hook) in the recording worker as soon as it is written, so
+    # that the analysis runs while the fan-out waits for slower hosts; the capture carries the results for
+    # diagnose_capture (Capture.analyzed). For commands that diagnose the capture as collected.
+    analyze_hosts: bool = False
 
 
 def default_via(targets: Targets) -> str:
@@ -107,6 +112,25 @@ def _host_budget(plan: CapturePlan) -> float:
     """Generous wall-clock limit for one host: the interval plus every command's own timeout."""
     commands = sum(c.timeout_s + 2 for col in plan.collectors for c in col.commands)
     return plan.interval_s + commands + 30
+
+
+def _record_and_analyze(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int,
+                        analyze: bool) -> Outcome | None:
+    """_record_run, then, with `analyze`, the host loaded back as load_capture loads it and analyzed as
+    diagnose_capture would (analysis.prepare_host with the hardware hook); None when it cannot be loaded alone
+    (the analysis then reads it with the rest)."""
+    _record_run(root, run, plan, transport, version)
+    if not analyze:
+        return None
+    from fabricase.analysis import prepare_host
+    from fabricase.capturedir import load_host
+    from fabricase.diagnosis import host_hardware
+
+    try:
+        hc = load_host(root, run.host, version)
+    except CaptureError:
+        return None
+    return prepare_host(hc, host_hardware)
 
 
 def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int | None = None) -> None:
@@ -151,10 +175,12 @@ class _Recorder:
     PARALLEL_FROM = 16
     IN_FLIGHT_BYTES = 256 * 2**20
 
-    def __init__(self, root: Path, plan: CapturePlan, via: str, hosts: int, version: int) -> None:
-        self.root, self.plan, self.via, self.version = root, plan, via, version
+    def __init__(self, root: Path, plan: CapturePlan, via: str, hosts: int, version: int,
+                 analyze: bool = False) -> None:
+        self.root, self.plan, self.via, self.version, self.analyze = root, plan, via, version, analyze
         self.pool: ProcessPoolExecutor | None = None
-        self.futures: list[Future] = []
+        self.futures: list[tuple[str, Future]] = []
+        self.analyzed: dict[str, Outcome] = {}  # host -> its analysis, when the workers analyze (analyze_hosts)
         self.in_flight = 0
         self.room = threading.Condition()
         workers = min(os.cpu_count() or 1, 8)
@@ -171,9 +197,10 @@ class _Recorder:
             self.room.wait_for(lambda: self.in_flight == 0 or self.in_flight + size <= self.IN_FLIGHT_BYTES)
             self.in_flight += size
         # A copy: the pool pickles later, in its own thread, and the caller drops run.stdout meanwhile.
-        future = self.pool.submit(_record_run, self.root, dataclasses.replace(run), self.plan, self.via, self.version)
+        future = self.pool.submit(_record_and_analyze, self.root, dataclasses.replace(run), self.plan, self.via,
+                                  self.version, self.analyze)
         future.add_done_callback(lambda _: self._release(size))
-        self.futures.append(future)
+        self.futures.append((run.host, future))
 
     def _release(self, size: int) -> None:
         with self.room:
@@ -183,8 +210,10 @@ class _Recorder:
     def close(self) -> None:
         """Wait for every host to be written; a worker's error surfaces here."""
         try:
-            for future in self.futures:
-                future.result()
+            for host, future in self.futures:
+                outcome = future.result()
+                if outcome is not None:
+                    self.analyzed[host] = outcome
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
@@ -220,7 +249,7 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
     script = compile_script(plan)
     timeout = opts.timeout_s or _host_budget(plan)
 
-    recorder = _Recorder(root, plan, via, len(targets.hosts), version)
+    recorder = _Recorder(root, plan, via, len(targets.hosts), version, analyze=opts.analyze_hosts)
 
     def done(run: HostRun) -> None:
         recorder.record(run)
@@ -239,7 +268,14 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
         recorder.close()
     if interrupted:
         raise CaptureInterrupted("interrupted; what was gathered is kept here", where=str(root))
-    return load_capture(root, verify=verify) if load else None
+    if not load:
+        return None
+    capture = load_capture(root, verify=verify)
+    if recorder.analyzed:
+        from fabricase.diagnosis import host_hardware
+
+        capture.analyzed, capture.analyzed_with = recorder.analyzed, host_hardware
+    return capture
 
 
 _TEMP_DIRS: list[str] = []

@@ -18,7 +18,7 @@ from fabricase.analysis import ethernet, gpu, kernel, pcie, perf, rdma, rules
 from fabricase.analysis.fleet import FleetGroups, fleet_groups, fleet_inputs
 from fabricase.analysis.nccl import nccl_findings
 from fabricase.analysis.netdev import netdev_samples
-from fabricase.analysis.pool import map_hosts
+from fabricase.analysis.pool import Outcome, map_hosts, outcome_of
 from fabricase.analysis.rates import note_host, settle_counters
 from fabricase.analysis.rules import Rule
 from fabricase.errors import CaptureError, ParseError
@@ -33,6 +33,7 @@ __all__ = [
     "findings_from_json",
     "findings_to_json",
     "host_samples",
+    "prepare_host",
     "sort_findings",
 ]
 
@@ -185,6 +186,36 @@ def _mark_failed(hc: HostCapture, error: HostAnalysisError) -> None:
     hc.status, hc.reason = HostStatus.FAILED, f"analysis: {error.reason}{before}"
 
 
+def prepare_host(hc: HostCapture, per_host: Callable[[HostCapture], Any] | None = None) -> Outcome:
+    """One host's part of analyze (with its `per_host` hook), done elsewhere beforehand: the recording worker
+    analyzes each host as soon as it is written, while the fan-out waits for slower hosts. Put in
+    Capture.analyzed (with the hook in Capture.analyzed_with), analyze then takes it instead of analyzing the
+    host again; the results are those analyze would have computed."""
+    return outcome_of(hc, functools.partial(_analyze_host, per_host=per_host), (HostAnalysisError,))
+
+
+def _host_outcomes(capture: Capture, hosts: list[HostCapture],
+                   per_host: Callable[[HostCapture], Any] | None) -> list[Outcome]:
+    """Every host's outcome, in order: those prepared beforehand for this very hook (taken once: a second
+    analysis of the capture computes afresh), the rest through the pool. A prepared host's status and reason as
+    its analysis left them are applied here, as map_hosts applies its own."""
+    prepared = capture.analyzed if capture.analyzed_with is per_host else {}
+    capture.analyzed, capture.analyzed_with = {}, None
+    todo = [hc for hc in hosts if hc.host not in prepared]
+    computed = iter(map_hosts(todo, functools.partial(_analyze_host, per_host=per_host),
+                              catch=(HostAnalysisError,)))
+    outcomes = []
+    for hc in hosts:
+        outcome = prepared.get(hc.host)
+        if outcome is None:
+            outcomes.append(next(computed))
+            continue
+        if (hc.status, hc.reason) != (outcome.status, outcome.reason):
+            hc.status, hc.reason = outcome.status, outcome.reason
+        outcomes.append(outcome)
+    return outcomes
+
+
 def analyze_host(hc: HostCapture) -> list[Finding]:
     """Every rule's findings for one host, sorted; HostAnalysisError when its items cannot be analyzed."""
     return _analyze_host(hc, fleet=False).findings
@@ -292,7 +323,7 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
     host_findings: list[Finding] = []
     results: dict[str, _HostResult] = {}
     hosts = list(capture.hosts)
-    outcomes = map_hosts(hosts, functools.partial(_analyze_host, per_host=per_host), catch=(HostAnalysisError,))
+    outcomes = _host_outcomes(capture, hosts, per_host)
     for hc, outcome in zip(hosts, outcomes, strict=True):
         if isinstance(outcome.error, HostAnalysisError):
             # One bad host never stops a fleet: it is marked failed (its findings and samples left out, so

@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from fabricase.models import HostCapture, HostStatus
 
-__all__ = ["MIN_POOL_HOSTS", "Outcome", "fewer_collections", "map_hosts", "pool_workers"]
+__all__ = ["MIN_POOL_HOSTS", "Outcome", "fewer_collections", "map_hosts", "outcome_of", "pool_workers"]
 
 T = TypeVar("T")
 MIN_POOL_HOSTS = 64  # below this a fork and its pipes cost more than they save (a host takes a few ms)
@@ -73,6 +73,14 @@ def _one(hc: HostCapture, fn: Callable[[HostCapture], T], catch: tuple[type[Base
     except catch as exc:
         value, error = None, exc
     return Outcome(value, error, hc.status, hc.reason)
+
+
+def outcome_of(hc: HostCapture, fn: Callable[[HostCapture], T],
+               catch: tuple[type[BaseException], ...] = ()) -> Outcome[T]:
+    """`fn(hc)` as map_hosts runs it for one host, ready to cross a pipe (another process's worker: the
+    recording worker of pipeline.collect)."""
+    with fewer_collections():
+        return _portable(_one(hc, fn, catch))
 
 
 def _chunk(bounds: tuple[int, int]) -> list[Outcome]:

@@ -132,8 +132,11 @@ def target_options(f):
     return f
 
 
-def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bool) -> Capture:
-    """Live capture (or replay) from the options `target_options` added, given as one dict."""
+def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bool,
+                         analyze_hosts: bool = True) -> Capture:
+    """Live capture (or replay) from the options `target_options` added, given as one dict. `analyze_hosts`: each
+    host is analyzed as it is recorded, for the diagnosis that follows (False when the capture is changed before
+    it is diagnosed: the probe adds its items)."""
     from fabricase.pipeline import CollectOptions, collect
     from fabricase.targets import resolve_targets
     from fabricase.transports.replay import load_replay
@@ -160,7 +163,7 @@ def capture_from_targets(target: dict[str, Any], out_dir: Path | None, quiet: bo
                           k8s_context=target.get("k8s_context"),
                           k8s_namespace=target.get("k8s_namespace") or "fabricase",
                           k8s_debug_pods=bool(target.get("k8s_debug_pods")),
-                          k8s_debug_image=target.get("k8s_debug_image"))
+                          k8s_debug_image=target.get("k8s_debug_image"), analyze_hosts=analyze_hosts)
     if out_dir is None:
         from fabricase.capturedir import new_capture_dir
 

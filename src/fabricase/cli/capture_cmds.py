@@ -386,7 +386,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
     probe_values, target = split_probe_values(values)
     if with_probe and target["replay"]:
         raise click.UsageError("--probe runs tests on live hosts; it cannot be added to a --replay")
-    capture = capture_from_targets(target, None, quiet=as_json)
+    capture = capture_from_targets(target, None, quiet=as_json, analyze_hosts=not with_probe)
     if with_probe:
         _doc, capture = run_probe_on(capture, target, probe_values, quiet=as_json)
     if not any(h.status == HostStatus.OK for h in capture.hosts) and not as_json:

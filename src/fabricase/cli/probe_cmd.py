@@ -195,7 +195,7 @@ def probe(out_dir, as_json, **values):
     if not target["collectors"]:
         gpu = {"nccl", "gpu"} & set(probe_values.get("tests") or ("rdma", "nccl"))
         target["collectors"] = PRE_CAPTURE + (GPU_CAPTURE if gpu else ())
-    capture = capture_from_targets(target, out_dir, quiet=as_json)
+    capture = capture_from_targets(target, out_dir, quiet=as_json, analyze_hosts=False)
     doc, capture = run_probe_on(capture, target, probe_values, quiet=as_json)
     placements, _ = _placements(capture, str(capture.root), None)
     analysis = _diagnose(capture, placements)

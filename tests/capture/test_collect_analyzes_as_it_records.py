@@ -1,0 +1,74 @@
+"""collect analyzes each host in the recording worker as soon as it is written (CollectOptions.analyze_hosts), so
+that the analysis runs while the fan-out waits for slower hosts; diagnose_capture then takes those results. They
+must be exactly what the diagnosis of the same directory, loaded afresh, computes: findings, diagnosis,
+hardware and host statuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fabricase import analysis as analysis_module
+from fabricase.analysis import findings_to_json
+from fabricase.capturedir import load_capture
+from fabricase.cli.screen import diagnosis_json
+from fabricase.collectors import select_collectors
+from fabricase.collectors.plan import CapturePlan, compile_script
+from fabricase.pipeline import CollectOptions, collect, diagnose_capture
+from fabricase.targets import Targets
+from fabricase.transports.fake import FakeTransport
+from fabricase.transports.local import LocalTransport
+from hosttrees.hosts import hgx_mlx5_host
+
+
+@pytest.fixture(scope="module")
+def degraded_stream(tmp_path_factory) -> bytes:
+    root = hgx_mlx5_host(tmp_path_factory.mktemp("hgx") / "root", degraded=True)
+    plan = CapturePlan(collectors=tuple(select_collectors()), interval_s=0, root=str(root))
+    return LocalTransport().run_one("localhost", compile_script(plan), timeout_s=60).stdout
+
+
+def _analyzed_in_parent(monkeypatch) -> list[int]:
+    sizes: list[int] = []
+    real = analysis_module.map_hosts
+
+    def counting(hosts, *a, **kw):
+        sizes.append(len(hosts))
+        return real(hosts, *a, **kw)
+
+    monkeypatch.setattr(analysis_module, "map_hosts", counting)
+    return sizes
+
+
+def test_hosts_analyzed_while_recorded_give_the_diagnosis_of_the_directory(tmp_path: Path, degraded_stream,
+                                                                            monkeypatch):
+    hosts = [f"gpu{i:02d}" for i in range(1, 21)]  # past _Recorder.PARALLEL_FROM: recorded in worker processes
+    garbled = {"gpu07"}
+    fake = FakeTransport(lambda h: b"@@FC1 garbage\n\xff" if h in garbled else bytes(degraded_stream),
+                         latency_s=(0.0, 0.05), hang_fraction=0.1, seed=3)
+    hung = {h for h in hosts if fake.hangs(h)}
+    assert hung and not hung & garbled
+    capture = collect(Targets(hosts=tuple(hosts)), CollectOptions(interval_s=0, timeout_s=2, analyze_hosts=True),
+                      tmp_path / "cap", transport=fake)
+    assert set(capture.analyzed) == set(hosts)  # every host, the hung and the garbled ones too
+    fresh = load_capture(tmp_path / "cap", verify=False)
+    sizes = _analyzed_in_parent(monkeypatch)
+    early, late = diagnose_capture(capture), diagnose_capture(fresh)
+    assert sizes == [0, len(hosts)]  # the first diagnosis analyzed no host itself; the fresh one all of them
+    assert findings_to_json(early.findings) == findings_to_json(late.findings)
+    assert diagnosis_json(early.diagnosis) == diagnosis_json(late.diagnosis)
+    assert early.hardware == late.hardware and early.samples == late.samples
+    assert [(h.host, h.status, h.reason) for h in capture.hosts] == [(h.host, h.status, h.reason) for h in fresh.hosts]
+    assert {f.host for f in early.findings if f.host} >= set(hosts) - hung - garbled
+    # Taken once: a second diagnosis of the same capture analyzes afresh, to the same result.
+    again = diagnose_capture(capture)
+    assert sizes[-1] == len(hosts) and findings_to_json(again.findings) == findings_to_json(early.findings)
+
+
+def test_without_analyze_hosts_the_workers_only_record(tmp_path: Path, degraded_stream):
+    hosts = [f"gpu{i:02d}" for i in range(1, 18)]
+    fake = FakeTransport(lambda h: bytes(degraded_stream), latency_s=(0.0, 0.01))
+    capture = collect(Targets(hosts=tuple(hosts)), CollectOptions(interval_s=0, timeout_s=5), tmp_path / "cap",
+                      transport=fake)
+    assert capture.analyzed == {} and capture.analyzed_with is None
