@@ -117,8 +117,8 @@ def _host_budget(plan: CapturePlan) -> float:
 def _record_and_analyze(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int,
                         analyze: bool) -> Outcome | None:
     """_record_run, then, with `analyze`, the host loaded back as load_capture loads it and analyzed as
-    diagnose_capture would (analysis.prepare_host with the hardware hook); None when it cannot be loaded alone
-    (the analysis then reads it with the rest)."""
+    diagnose_capture would (analysis.prepare_host with the hardware hook); None when that fails in any way: the
+    diagnosis then analyzes the host itself, and says what is wrong there (recording never fails for it)."""
     _record_run(root, run, plan, transport, version)
     if not analyze:
         return None
@@ -127,10 +127,9 @@ def _record_and_analyze(root: Path, run: HostRun, plan: CapturePlan, transport: 
     from fabricase.diagnosis import host_hardware
 
     try:
-        hc = load_host(root, run.host, version)
-    except CaptureError:
+        return prepare_host(load_host(root, run.host, version), host_hardware)
+    except Exception:  # noqa: BLE001 - a second look, in the parent, reports it
         return None
-    return prepare_host(hc, host_hardware)
 
 
 def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int | None = None) -> None:

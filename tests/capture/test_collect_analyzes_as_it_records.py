@@ -72,3 +72,34 @@ def test_without_analyze_hosts_the_workers_only_record(tmp_path: Path, degraded_
     capture = collect(Targets(hosts=tuple(hosts)), CollectOptions(interval_s=0, timeout_s=5), tmp_path / "cap",
                       transport=fake)
     assert capture.analyzed == {} and capture.analyzed_with is None
+
+
+def test_a_worker_whose_analysis_fails_still_records_and_leaves_the_host_to_the_diagnosis(tmp_path: Path,
+                                                                                         degraded_stream,
+                                                                                         monkeypatch):
+    import fabricase.analysis
+    from fabricase import capture_write
+    from fabricase.capture_write import prepare_capture_dir, write_capture_meta
+    from fabricase.models import HostStatus
+    from fabricase.pipeline import _record_and_analyze
+    from fabricase.transports.base import HostRun
+
+    plan = CapturePlan(collectors=tuple(select_collectors()), interval_s=0)
+    root = prepare_capture_dir(tmp_path / "cap")
+    version = capture_write.WRITTEN_VERSION
+    write_capture_meta(root, plan=plan, targets={}, hosts=["gpu01"], created_at="2026-12-02T00:00:00Z",
+                       version=version)
+    run = HostRun("gpu01", HostStatus.OK, stdout=bytes(degraded_stream), rc=0)
+    assert _record_and_analyze(root, run, plan, "fake", version, True) is not None
+
+    def broken(*a, **kw):
+        raise RuntimeError("a bug in the analysis")
+
+    monkeypatch.setattr(fabricase.analysis, "prepare_host", broken)
+    run = HostRun("gpu01", HostStatus.OK, stdout=bytes(degraded_stream), rc=0)
+    (tmp_path / "cap2").mkdir()
+    root2 = prepare_capture_dir(tmp_path / "cap2")
+    write_capture_meta(root2, plan=plan, targets={}, hosts=["gpu01"], created_at="2026-12-02T00:00:00Z",
+                       version=version)
+    assert _record_and_analyze(root2, run, plan, "fake", version, True) is None
+    assert load_capture(root2, verify=True).hosts[0].items  # recorded all the same
