@@ -184,9 +184,10 @@ def main() -> None:
           f"{args.timeout:g} s, capture format {args.format}; stream {len(stream) / 1024:.0f} KiB and about {items} "
           f"items per host; {len(hung)} hosts hang; exit code {result.exit_code}")
     analysis = "skipped" if args.skip_analysis else "with"
-    print(f"wall {wall:.2f} s: capture {capture_s - load_s:.2f} s, load {load_s:.2f} s, diagnosis")
-    print(f"  ({analysis} analysis) + report {wall - capture_s:.2f} s; CPU {cpu_self:.1f} s this process, "
-          f"{cpu_workers:.1f} s workers")
+    also = "" if args.skip_analysis else " (the workers analyze each host too)"
+    print(f"wall {wall:.2f} s: capture{also} {capture_s - load_s:.2f} s, load {load_s:.2f} s,")
+    print(f"  fleet step and diagnosis ({analysis} analysis) + report {wall - capture_s:.2f} s; CPU "
+          f"{cpu_self:.1f} s this process, {cpu_workers:.1f} s workers")
     print(f"  load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, {os.cpu_count()} CPUs")
     print(f"peak RSS {peak / 1024:.0f} MiB (before the run {rss_before / 1024:.0f} MiB) + largest worker "
           f"{workers_peak / 1024:.0f} MiB = {(peak + workers_peak) / 1024:.0f} MiB; peak open fds {peak_fds}")

@@ -124,12 +124,19 @@ def _record_and_analyze(root: Path, run: HostRun, plan: CapturePlan, transport: 
         return None
     from fabricase.analysis import prepare_host
     from fabricase.capturedir import load_host
-    from fabricase.diagnosis import host_hardware
 
     try:
-        return prepare_host(load_host(root, run.host, version), host_hardware)
+        return prepare_host(load_host(root, run.host, version), _prepared_hook())
     except Exception:  # noqa: BLE001 - a second look, in the parent, reports it
         return None
+
+
+def _prepared_hook() -> Callable:
+    """The per-host hook the recording workers analyze with: diagnose_capture's (the hardware aliases). Capture.
+    analyzed_with names it, so that only an analysis with this very hook takes the workers' results."""
+    from fabricase.diagnosis import host_hardware
+
+    return host_hardware
 
 
 def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int | None = None) -> None:
@@ -271,9 +278,7 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
         return None
     capture = load_capture(root, verify=verify)
     if recorder.analyzed:
-        from fabricase.diagnosis import host_hardware
-
-        capture.analyzed, capture.analyzed_with = recorder.analyzed, host_hardware
+        capture.analyzed, capture.analyzed_with = recorder.analyzed, _prepared_hook()
     return capture
 
 

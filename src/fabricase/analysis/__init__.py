@@ -18,7 +18,7 @@ from fabricase.analysis import ethernet, gpu, kernel, pcie, perf, rdma, rules
 from fabricase.analysis.fleet import FleetGroups, fleet_groups, fleet_inputs
 from fabricase.analysis.nccl import nccl_findings
 from fabricase.analysis.netdev import netdev_samples
-from fabricase.analysis.pool import Outcome, map_hosts, outcome_of
+from fabricase.analysis.pool import Outcome, apply_outcome, map_hosts, outcome_of
 from fabricase.analysis.rates import note_host, settle_counters
 from fabricase.analysis.rules import Rule
 from fabricase.errors import CaptureError, ParseError
@@ -197,8 +197,8 @@ def prepare_host(hc: HostCapture, per_host: Callable[[HostCapture], Any] | None 
 def _host_outcomes(capture: Capture, hosts: list[HostCapture],
                    per_host: Callable[[HostCapture], Any] | None) -> list[Outcome]:
     """Every host's outcome, in order: those prepared beforehand for this very hook (taken once: a second
-    analysis of the capture computes afresh), the rest through the pool. A prepared host's status and reason as
-    its analysis left them are applied here, as map_hosts applies its own."""
+    analysis of the capture computes afresh), the rest through the pool; each host's status and reason as its
+    analysis left them (pool.apply_outcome)."""
     prepared = capture.analyzed if capture.analyzed_with is per_host else {}
     capture.analyzed, capture.analyzed_with = {}, None
     todo = [hc for hc in hosts if hc.host not in prepared]
@@ -210,8 +210,7 @@ def _host_outcomes(capture: Capture, hosts: list[HostCapture],
         if outcome is None:
             outcomes.append(next(computed))
             continue
-        if (hc.status, hc.reason) != (outcome.status, outcome.reason):
-            hc.status, hc.reason = outcome.status, outcome.reason
+        apply_outcome(hc, outcome)
         outcomes.append(outcome)
     return outcomes
 

@@ -26,7 +26,8 @@ from typing import Any, Generic, TypeVar
 
 from fabricase.models import HostCapture, HostStatus
 
-__all__ = ["MIN_POOL_HOSTS", "Outcome", "fewer_collections", "map_hosts", "outcome_of", "pool_workers"]
+__all__ = ["MIN_POOL_HOSTS", "Outcome", "apply_outcome", "fewer_collections", "map_hosts", "outcome_of",
+           "pool_workers"]
 
 T = TypeVar("T")
 MIN_POOL_HOSTS = 64  # below this a fork and its pipes cost more than they save (a host takes a few ms)
@@ -143,6 +144,11 @@ def _map_hosts(hosts: Sequence[HostCapture], fn: Callable[[HostCapture], T],
         gc.unfreeze()
         _JOB = None
     for hc, outcome in zip(hosts, outcomes, strict=True):
-        if (hc.status, hc.reason) != (outcome.status, outcome.reason):
-            hc.status, hc.reason = outcome.status, outcome.reason
+        apply_outcome(hc, outcome)
     return outcomes
+
+
+def apply_outcome(hc: HostCapture, outcome: Outcome) -> None:
+    """The host's status and reason as its analysis elsewhere (a pool child, a recording worker) left them."""
+    if (hc.status, hc.reason) != (outcome.status, outcome.reason):
+        hc.status, hc.reason = outcome.status, outcome.reason
