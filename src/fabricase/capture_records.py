@@ -7,6 +7,7 @@ this module only checks and reads, and names the file and the record in every er
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -24,10 +25,22 @@ STREAM_FILE = "stream.fc1"  # a host's capture stream, byte for byte as the host
 SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")  # a host name that can name its folder
 
 def item_path(source: str, snapshot: int, kind: str) -> str | None:
-    """Where an item's bytes are stored inside the host folder; None for a source we refuse to store."""
+    """Where an item's bytes are stored inside the host folder; None for a source we refuse to store. Remembered
+    for sources of ordinary length: every host of a fleet names the same few thousand (recording and loading a
+    GPU host each ask about 2,000 times), and a hostile host's long names are not kept."""
+    if len(source) > _REMEMBERED_SOURCE:
+        return _item_path(source, snapshot, kind)
+    return _remembered_item_path(source, snapshot, kind)
+
+
+_REMEMBERED_SOURCE = 256  # characters: at most 16,384 entries of this size are remembered (a few MiB)
+_CMD_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _item_path(source: str, snapshot: int, kind: str) -> str | None:
     if source.startswith("cmd:"):
         name = source[4:]
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        if not _CMD_NAME.fullmatch(name):
             return None
         return f"s{snapshot}/cmd/{name}" + (".stderr" if kind == "stderr" else "")
     # String checks, not pathlib: this runs for every item of every host (3,000 items a GPU host).
@@ -35,6 +48,9 @@ def item_path(source: str, snapshot: int, kind: str) -> str | None:
     if not source.startswith("/") or "\n" in source or "/../" in source + "/":
         return None
     return f"s{snapshot}/fs{source}"
+
+
+_remembered_item_path = functools.lru_cache(maxsize=16384)(_item_path)
 
 ITEM_KINDS = ("file", "command", "stderr")
 SHA256 = re.compile(r"[0-9a-f]{64}")
