@@ -29,11 +29,19 @@ _KINDS = (
 )
 # Any of them: most entries match none, and one search of the union tells so (then each is tried, in order).
 _ANY_KIND = re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in _KINDS), re.I)
-# A literal each of _KINDS's patterns needs (lower case): an ASCII entry holding none of them matches no kind.
-# One `in` each is a tenth of the union's search, which tries every branch at every character (bench_fleet's HGX
-# host: 274 entries, 4.9 ms). A non-ASCII entry is searched with the union: re.I folds more than lower() does.
-_KIND_WORDS = ("topology", "failed to find the gpu handle ", "is running with the following configuration",
-               "nvswitch driver failed", "nv_warn_nothing_to_do", "training", "trunk link", "access link")
+# The literals each kind's pattern needs, lower case (one of them is in every line it matches): an ASCII entry
+# holding none matches no kind. One `in` each is a tenth of the union's search, which tries every branch at every
+# character (bench_fleet's HGX host: 274 entries, 4.9 ms). A non-ASCII entry is searched with the union: re.I
+# folds more than lower() does. A kind added to _KINDS without its words here fails at import (KeyError).
+_WORDS_OF_KIND = {
+    "topology-mismatch": ("topology",), "multicast-failure": ("failed to find the gpu handle ",),
+    "started": ("is running with the following configuration",),
+    "driver-error": ("nvswitch driver failed", "nv_warn_nothing_to_do"),
+    "link-error": ("training", "trunk link", "access link"),
+}  # fmt: skip
+_KIND_WORDS = tuple(word for _, name in _KINDS for word in _WORDS_OF_KIND[name])
+# One optional colon between two runs of spaces: `\s*:?\s*` would split a long run of spaces every way.
+_VERSION = re.compile(r"version(?: is)?\s*(?::\s*)?(?P<v>[0-9]+(?:\.[0-9]+)+)", re.I)
 
 
 def _may_have_kind(msg: str) -> bool:
@@ -41,9 +49,6 @@ def _may_have_kind(msg: str) -> bool:
         return _ANY_KIND.search(msg) is not None
     low = msg.lower()
     return any(word in low for word in _KIND_WORDS)
-# One optional colon between two runs of spaces: `\s*:?\s*` would split a long run of spaces every way.
-_VERSION = re.compile(r"version(?: is)?\s*(?::\s*)?(?P<v>[0-9]+(?:\.[0-9]+)+)", re.I)
-
 
 @dataclass(frozen=True)
 class LogEvent:
