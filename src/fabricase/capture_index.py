@@ -35,7 +35,8 @@ from fabricase.collectors.framing import MAX_SNAPSHOT
 from fabricase.errors import CaptureError, CorruptItemError
 from fabricase.models import CaptureItem
 
-__all__ = ["INDEX_FILE", "INDEX_VERSION", "IndexTable", "decode_index", "encode_index", "index_records",
+__all__ = ["INDEX_FILE", "INDEX_VERSION", "IndexTable", "decode_index", "encode_columns", "encode_index",
+           "index_records",
            "records_index"]
 
 INDEX_FILE = "index.fci"
@@ -44,8 +45,8 @@ _MAGIC = b"FCIX"
 INDEX_MAGIC = _MAGIC  # what an index.fci starts with: how a reader tells it from index.json
 _HEADER = struct.Struct("<4sHHIIQ")
 NONE = 0xFFFFFFFF  # the string id of a missing command or error
-_TRUNCATED, _HAS_RC, _HAS_DURATION, _HAS_OFFSET = 1, 2, 4, 8
-_FLAGS = _TRUNCATED | _HAS_RC | _HAS_DURATION | _HAS_OFFSET
+FLAG_TRUNCATED, FLAG_RC, FLAG_DURATION, FLAG_OFFSET = 1, 2, 4, 8
+_FLAGS = FLAG_TRUNCATED | FLAG_RC | FLAG_DURATION | FLAG_OFFSET
 _RC_LIMIT = 10**18
 RECORD = np.dtype([
     ("source", "<u4"), ("collector", "<u4"), ("command", "<u4"), ("error", "<u4"), ("snapshot", "<u2"),
@@ -67,8 +68,8 @@ class _Layout:
     def __init__(self, strings: list[str] | None, fields: np.ndarray, ok: bool) -> None:
         self.strings, self.fields, self.ok = strings, fields, ok
         flags = fields["flags"]
-        self.has_offset, self.has_rc = (flags & _HAS_OFFSET) != 0, (flags & _HAS_RC) != 0
-        self.has_duration = (flags & _HAS_DURATION) != 0
+        self.has_offset, self.has_rc = (flags & FLAG_OFFSET) != 0, (flags & FLAG_RC) != 0
+        self.has_duration = (flags & FLAG_DURATION) != 0
         self.offset_rows, self.rc_rows = _rows(self.has_offset), _rows(self.has_rc)
         self.duration_rows = _rows(self.has_duration)
         self.in_stream = bool(self.has_offset.any())
@@ -111,7 +112,7 @@ class _Layout:
                      for source, snap, kind, at in zip(sources, snapshots, kinds, has_offset, strict=True)]
             self._columns = (
                 sources, snapshots, kinds, [text[n] for n in f["collector"].tolist()], paths,
-                ((f["flags"] & _TRUNCATED) != 0).tolist(),
+                ((f["flags"] & FLAG_TRUNCATED) != 0).tolist(),
                 [text[n] for n in np.where(f["error"] == NONE, none, f["error"]).tolist()],
                 [text[n] for n in np.where(f["command"] == NONE, none, f["command"]).tolist()],
                 has_offset, self.has_rc.tolist(), self.has_duration.tolist(),
@@ -225,32 +226,44 @@ def _hex_digests(digests: np.ndarray) -> list[str]:
 def encode_index(items: list[CaptureItem]) -> bytes:
     """The index.fci bytes of a host's items (in their order). Items are what fabricase itself indexed, so a
     value out of the format's range is a bug, raised as a CaptureError rather than written."""
-    ids: dict[str, int] = {}
-
-    def sid(text: str | None) -> int:
-        if text is None:
-            return NONE
-        n = ids.get(text)
-        if n is None:
-            n = ids[text] = len(ids)
-        return n
-
-    records = np.zeros(len(items), dtype=RECORD)
     try:
-        records["source"] = [sid(it.source) for it in items]
-        records["collector"] = [sid(it.collector) for it in items]
-        records["command"] = [sid(it.command) for it in items]
-        records["error"] = [sid(it.error) for it in items]
-        records["snapshot"] = [it.snapshot for it in items]
-        records["kind"] = [ITEM_KINDS.index(it.kind) for it in items]
-        records["flags"] = [(_TRUNCATED if it.truncated else 0) | (_HAS_RC if it.rc is not None else 0)
-                            | (_HAS_DURATION if it.duration_ms is not None else 0)
-                            | (_HAS_OFFSET if it.offset is not None else 0) for it in items]
-        records["rc"] = [it.rc or 0 for it in items]
-        records["duration_ms"] = [it.duration_ms or 0.0 for it in items]
-        records["offset"] = [it.offset or 0 for it in items]
-        records["bytes"] = [it.bytes for it in items]
-        records["sha256"] = np.frombuffer(bytes.fromhex("".join(it.sha256 for it in items)), dtype="V32")
+        columns = (
+            [it.source for it in items], [it.collector for it in items], [it.command for it in items],
+            [it.error for it in items], [it.snapshot for it in items], [ITEM_KINDS.index(it.kind) for it in items],
+            [(FLAG_TRUNCATED if it.truncated else 0) | (FLAG_RC if it.rc is not None else 0)
+             | (FLAG_DURATION if it.duration_ms is not None else 0) | (FLAG_OFFSET if it.offset is not None else 0)
+             for it in items],
+            [it.rc or 0 for it in items], [it.duration_ms or 0.0 for it in items], [it.offset or 0 for it in items],
+            [it.bytes for it in items], bytes.fromhex("".join(it.sha256 for it in items)))
+    except (ValueError, TypeError) as exc:
+        raise CaptureError(f"cannot index the items ({exc})", where=INDEX_FILE) from exc
+    return encode_columns(*columns)
+
+
+def encode_columns(sources: list[str], collectors: list[str], commands: list[str | None],
+                   errors: list[str | None], snapshots: list[int], kinds: list[int], flags: list[int],
+                   rcs: list[int], durations: list[float], offsets: list[int], sizes: list[int],
+                   digests: bytes) -> bytes:
+    """encode_index of items given as columns, one value per item in each (kinds as ITEM_KINDS indexes, flags
+    as the record's bits, an absent rc, duration or offset as 0 with its flag clear, the sha256 digests
+    concatenated): what recording a stream builds without building its items (capture_scan)."""
+    ids: dict[str, int] = {}
+    add = ids.setdefault
+    records = np.zeros(len(sources), dtype=RECORD)
+    try:
+        # String ids in order of first use, sources first, then collectors, commands and errors.
+        records["source"] = [add(text, len(ids)) for text in sources]
+        records["collector"] = [add(text, len(ids)) for text in collectors]
+        records["command"] = [NONE if text is None else add(text, len(ids)) for text in commands]
+        records["error"] = [NONE if text is None else add(text, len(ids)) for text in errors]
+        records["snapshot"] = snapshots
+        records["kind"] = kinds
+        records["flags"] = flags
+        records["rc"] = rcs
+        records["duration_ms"] = durations
+        records["offset"] = offsets
+        records["bytes"] = sizes
+        records["sha256"] = np.frombuffer(digests, dtype="V32")
     except (ValueError, OverflowError, TypeError) as exc:
         raise CaptureError(f"cannot index the items ({exc})", where=INDEX_FILE) from exc
     encoded = [text.encode("utf-8", "surrogateescape") for text in ids]
@@ -258,7 +271,7 @@ def encode_index(items: list[CaptureItem]) -> bytes:
     blob = b"".join(encoded)
     if len(blob) >= NONE:
         raise CaptureError("the index's strings are over 4 GiB", where=INDEX_FILE)
-    header = _HEADER.pack(_MAGIC, INDEX_VERSION, RECORD.itemsize, len(items), len(encoded), len(blob))
+    header = _HEADER.pack(_MAGIC, INDEX_VERSION, RECORD.itemsize, len(sources), len(encoded), len(blob))
     return header + ends.astype("<u4").tobytes() + blob + records.tobytes()
 
 
@@ -343,16 +356,16 @@ def _check_fields(r: np.ndarray, nstrings: int, where: str) -> None:
 
 def _check_values(r: np.ndarray, where: str) -> None:
     flags = r["flags"]
-    has_offset = (flags & _HAS_OFFSET) != 0
+    has_offset = (flags & FLAG_OFFSET) != 0
     duration = r["duration_ms"]
     _raise_first((
         (r["bytes"] > MAX_ITEM_BYTES, f"over the {MAX_ITEM_BYTES:,}-byte cap on one item"),
         (has_offset & (r["offset"] > MAX_MEMBER_BYTES), "offset is past any stream"),
         (~has_offset & (r["offset"] != 0), "an offset without its flag"),
-        (((flags & _HAS_RC) != 0) & ((r["rc"] > _RC_LIMIT) | (r["rc"] < -_RC_LIMIT)), "rc is out of range"),
-        (((flags & _HAS_RC) == 0) & (r["rc"] != 0), "an rc without its flag"),
-        (((flags & _HAS_DURATION) != 0) & ~np.isfinite(duration), "duration_ms is not a finite number"),
-        (((flags & _HAS_DURATION) == 0) & (duration != 0), "a duration_ms without its flag"),
+        (((flags & FLAG_RC) != 0) & ((r["rc"] > _RC_LIMIT) | (r["rc"] < -_RC_LIMIT)), "rc is out of range"),
+        (((flags & FLAG_RC) == 0) & (r["rc"] != 0), "an rc without its flag"),
+        (((flags & FLAG_DURATION) != 0) & ~np.isfinite(duration), "duration_ms is not a finite number"),
+        (((flags & FLAG_DURATION) == 0) & (duration != 0), "a duration_ms without its flag"),
     ), where)
 
 
@@ -405,7 +418,7 @@ def _check_stream(r: np.ndarray, strings: list[str], where: str, stream_bytes: i
     """Every item with an offset lies inside the stream. An integrity error (CorruptItemError, as in format 2):
     the index is well formed, the stream was cut or changed after it was written."""
     if has_offset is None:
-        has_offset = (r["flags"] & _HAS_OFFSET) != 0
+        has_offset = (r["flags"] & FLAG_OFFSET) != 0
     if stream_bytes is None or not has_offset.any():
         return
     end = r["offset"] + r["bytes"]  # both capped by _check_records, so no overflow

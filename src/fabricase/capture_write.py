@@ -26,10 +26,12 @@ __all__ = [
     "INPUT_CAP",
     "WRITTEN_VERSION",
     "add_inputs",
+    "error_for",
     "host_capture_from_stream",
     "host_dir_name",
     "new_capture_dir",
     "prepare_capture_dir",
+    "snapshot_infos",
     "utc_now",
     "write_capture_meta",
     "write_host",
@@ -48,7 +50,7 @@ def utc_now() -> str:
 
 
 
-def _error_for(kind: str, rc: int | None, timeout_s: float | None, stderr: bytes) -> str | None:
+def error_for(kind: str, rc: int | None, timeout_s: float | None, stderr: bytes) -> str | None:
     if rc in (0, None):
         return None
     if kind == "file":
@@ -59,6 +61,12 @@ def _error_for(kind: str, rc: int | None, timeout_s: float | None, stderr: bytes
         return "command not found"
     first = stderr.decode("utf-8", "replace").strip().splitlines()
     return f"exit {rc}" + (f": {first[0][:200]}" if first else "")
+
+
+def snapshot_infos(stream: StreamResult) -> list[SnapshotInfo]:
+    """The stream's snapshot marks as a host record's snapshots, in index order."""
+    return [SnapshotInfo(index=m.index, epoch=m.epoch_start, uptime_start=m.uptime_start, uptime_end=m.uptime_end)
+            for m in sorted(stream.snapshots.values(), key=lambda m: m.index)]
 
 
 def host_capture_from_stream(host: str, stream: StreamResult, plan: CapturePlan) -> HostCapture:
@@ -82,7 +90,7 @@ def host_capture_from_stream(host: str, stream: StreamResult, plan: CapturePlan)
             duration = round(max(fi.t1 - fi.t0, 0.0) * 1000, 1)
         error = None
         if fi.kind != "stderr" and fi.rc not in (0, None):
-            error = _error_for(fi.kind, fi.rc, cmd.timeout_s if cmd else None,
+            error = error_for(fi.kind, fi.rc, cmd.timeout_s if cmd else None,
                                stderr.get((fi.source, fi.snapshot), b""))
         # Positional, in CaptureItem's field order: a GPU host has thousands of items (keywords cost ~3x).
         items.append(CaptureItem(
@@ -90,11 +98,8 @@ def host_capture_from_stream(host: str, stream: StreamResult, plan: CapturePlan)
             sha256(fi.content).hexdigest(), fi.rc, duration, fi.truncated, error,
             cmd.shell if cmd and fi.kind == "command" else None, fi.offset,
         ))
-    snaps = [
-        SnapshotInfo(index=m.index, epoch=m.epoch_start, uptime_start=m.uptime_start, uptime_end=m.uptime_end)
-        for m in sorted(stream.snapshots.values(), key=lambda m: m.index)
-    ]
-    return HostCapture(host=host, status=HostStatus.OK, transport="", items=items, snapshots=snaps)
+    return HostCapture(host=host, status=HostStatus.OK, transport="", items=items,
+                       snapshots=snapshot_infos(stream))
 
 
 def new_capture_dir(parent: Path, label: str) -> Path:
@@ -187,10 +192,12 @@ def host_dir_name(host: str) -> str:
     return host
 
 
-def write_host(root: Path, hc: HostCapture, raw: bytes, version: int | None = None) -> HostCapture:
+def write_host(root: Path, hc: HostCapture, raw: bytes, version: int | None = None,
+               index: bytes | None = None) -> HostCapture:
     """Store a host: its raw stream verbatim (one file, whatever the number of items), index and record.
     `version`: the capture's format (capture.json), 3 for the binary index.fci, 2 for index.json; default
-    WRITTEN_VERSION."""
+    WRITTEN_VERSION. `index`: format 3's index.fci bytes of the stream, when the caller has them in place of
+    hc.items (capture_scan)."""
     version = version or WRITTEN_VERSION
     hdir = root / "hosts" / host_dir_name(hc.host)
     try:
@@ -198,7 +205,7 @@ def write_host(root: Path, hc: HostCapture, raw: bytes, version: int | None = No
         with open(hdir / STREAM_FILE, "wb") as fh:
             fh.write(raw)
         if version >= 3:
-            _write_bytes(hdir / INDEX_FILE, encode_index(hc.items))
+            _write_bytes(hdir / INDEX_FILE, encode_index(hc.items) if index is None else index)
         else:
             _write_index(hdir / "index.json", hc.items)
         _write_json(hdir / "host.json", {

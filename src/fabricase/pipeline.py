@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fabricase import capture_write
+from fabricase.capture_scan import scan_host
 from fabricase.capturedir import (
     add_inputs,
     host_capture_from_stream,
@@ -140,9 +141,17 @@ def _prepared_hook() -> Callable:
 
 
 def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int | None = None) -> None:
-    stream = parse_stream(run.stdout)
+    version = version or capture_write.WRITTEN_VERSION
+    index = None
     try:
-        hc = host_capture_from_stream(run.host, stream, plan)
+        if version >= 3:  # straight into index.fci, no item objects (capture_scan)
+            scanned = scan_host(run.stdout, plan)
+            stream, count, index = scanned.result, scanned.items, scanned.index
+            hc = HostCapture(run.host, HostStatus.OK, "", snapshots=scanned.snapshots)
+        else:
+            stream = parse_stream(run.stdout)
+            count = len(stream.items)
+            hc = host_capture_from_stream(run.host, stream, plan)
     except Exception as exc:  # a bug met on one host's bytes: that host is failed, the fleet's capture goes on
         hc = HostCapture(run.host, HostStatus.FAILED, transport, started_at=run.started_at,
                          finished_at=run.finished_at,
@@ -153,11 +162,11 @@ def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, ver
     hc.status, hc.reason = run.status, run.reason
     if run.status == HostStatus.OK and stream.error:
         # The script ran but what came back is incomplete or garbled: keep what parsed, say why.
-        hc.status = HostStatus.PARTIAL if stream.items else HostStatus.FAILED
+        hc.status = HostStatus.PARTIAL if count else HostStatus.FAILED
         hc.reason = f"capture stream: {stream.error}"
-    elif run.status != HostStatus.OK and stream.items:
-        hc.reason = f"{run.reason}; {len(stream.items)} items kept"
-    write_host(root, hc, run.stdout, version)
+    elif run.status != HostStatus.OK and count:
+        hc.reason = f"{run.reason}; {count} items kept"
+    write_host(root, hc, run.stdout, version, index=index)
 
 
 def expand_globs(patterns: tuple[str, ...], option: str) -> list[Path]:

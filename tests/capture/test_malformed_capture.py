@@ -245,26 +245,34 @@ def test_a_capture_format_1_host_with_items_as_files_still_loads(capture):
     assert "a symlink to outside the capture directory" in load_capture(capture).host("gpu001").reason
 
 
-def test_a_stream_that_cannot_be_indexed_fails_its_host_and_the_capture_goes_on(tmp_path, monkeypatch):
+STREAM = b"@@FC1 BEGIN 1 1\n@@FC1 I t file 0 0 3 0 - - /a\nok\n\n@@FC1 END\n"
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_stream_that_cannot_be_indexed_fails_its_host_and_the_capture_goes_on(tmp_path, monkeypatch, version):
     from fabricase import pipeline
     from fabricase.collectors.plan import CapturePlan
     from fabricase.transports import HostRun
 
-    real = pipeline.host_capture_from_stream
+    # Format 2 indexes the parsed items (host_capture_from_stream), format 3 the stream itself (scan_host).
+    name = "scan_host" if version == 3 else "host_capture_from_stream"
+    real = getattr(pipeline, name)
 
-    def index(host, stream, plan):
-        if host == "bad":
+    calls = []
+
+    def index(*args):
+        calls.append(args)
+        if len(calls) == 2:  # the second host's, "bad"
             raise OverflowError("odd bytes")
-        return real(host, stream, plan)
+        return real(*args)
 
-    monkeypatch.setattr(pipeline, "host_capture_from_stream", index)
+    monkeypatch.setattr(pipeline, name, index)
     root = tmp_path / "cap"
     plan = CapturePlan(collectors=(), interval_s=0)
     root.mkdir()
-    capturedir.write_capture_meta(root, plan=plan, targets={}, hosts=["good", "bad"], created_at="")
-    stream = b"@@FC1 BEGIN 1 1\n@@FC1 I t file 0 0 3 0 - - /a\nok\n\n@@FC1 END\n"
+    capturedir.write_capture_meta(root, plan=plan, targets={}, hosts=["good", "bad"], created_at="", version=version)
     for host in ("good", "bad"):
-        pipeline._record_run(root, HostRun(host, HostStatus.OK, stdout=stream, rc=0), plan, "fake")
+        pipeline._record_run(root, HostRun(host, HostStatus.OK, stdout=STREAM, rc=0), plan, "fake", version)
     loaded = load_capture(root)
     assert [(h.host, h.status, len(h.items)) for h in loaded.hosts] == [
         ("good", HostStatus.OK, 1), ("bad", HostStatus.FAILED, 0)]

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from fabricase.caps import MAX_ITEM_BYTES
 
-__all__ = ["MAX_SNAPSHOT", "FramedItem", "SnapshotMark", "StreamResult", "parse_stream"]
+__all__ = ["MAX_SNAPSHOT", "FramedItem", "SnapshotMark", "StreamResult", "parse_stream", "scan_stream"]
 
 _MAGIC = b"@@FC1 "
 
@@ -103,15 +104,25 @@ _MISSING = (-1, ())
 
 def parse_stream(data: bytes) -> StreamResult:
     """Every complete item of a framed stream, in order; never raises (StreamResult.error says where and why
-    parsing stopped: a cut, bytes that are no frame, an item over caps.MAX_ITEM_BYTES).
-
-    One pass over the headers, each split once. An item header's fields before its source repeat across a GPU
-    host's 2,000 file items (`netdev file 0 0 2 0 - -`): they are converted once per distinct text. Linear in
-    the stream (the memo holds at most one entry per header)."""
+    parsing stopped: a cut, bytes that are no frame, an item over caps.MAX_ITEM_BYTES)."""
     if not isinstance(data, bytes):
         data = bytes(data)  # a bytearray or memoryview: the caches below key on immutable slices
     result = StreamResult()
     append = result.items.append
+    for _, (_, known), source, pos, stop in scan_stream(data, result):
+        append(FramedItem(*known, source, data[pos:stop], pos))  # positional: FramedItem's field order
+    return result
+
+
+def scan_stream(data: bytes, result: StreamResult) -> Iterator[tuple[bytes, tuple[int, tuple], str, int, int]]:
+    """The items of a framed stream as they are met, without building them: each item's header key (the bytes
+    of its fields before the source), its converted head (size, and FramedItem's fields up to t1), source, and
+    where its content starts and stops in `data`. Fills in result's marks, flags and error (parse_stream's);
+    never raises.
+
+    One pass over the headers, each split once. An item header's fields before its source repeat across a GPU
+    host's 2,000 file items (`netdev file 0 0 2 0 - -`): they are converted once per distinct text. Linear in
+    the stream (the memo holds at most one entry per header)."""
     heads: dict[bytes, tuple[int, tuple] | None] = {}
     item_header = _ITEM_HEADER.match
     pos, end = 0, len(data)
@@ -138,7 +149,7 @@ def parse_stream(data: bytes) -> StreamResult:
             if stop >= end or data[stop] != 10:  # 10: the newline that closes an item
                 result.error = f"stream cut inside item {source} (snapshot {known[2]}) at byte {pos}"
                 break
-            append(FramedItem(*known, source, data[pos:stop], pos))  # positional: FramedItem's field order
+            yield key, head, source, pos, stop
             pos = stop + 1
             continue
         nl = data.find(b"\n", pos)
@@ -172,4 +183,3 @@ def parse_stream(data: bytes) -> StreamResult:
             if result.began
             else "empty stream: the capture script printed nothing"
         )
-    return result
