@@ -76,9 +76,9 @@ def _children(pid: int) -> list[int]:
 
 class FdSampler:
     """The most descriptors open at once, this process and its worker processes together, sampled every 20 ms by a
-    process of its own: a sampling thread would be a second thread in this process, and the analysis pool stays
-    serial in a process that runs threads (fabricase.analysis.pool), so the benchmark would not measure what the
-    CLI does."""
+    process of its own (the workers found every 0.5 s: a walk of /proc costs about 1 ms). Not a thread: a
+    sampling thread would be a second thread in this process, and the analysis pool stays serial in a process that
+    runs threads (fabricase.analysis.pool), so the benchmark would not measure what the CLI does."""
 
     def __init__(self) -> None:
         ctx = multiprocessing.get_context("fork")
@@ -86,9 +86,12 @@ class FdSampler:
         self._proc = ctx.Process(target=self._run, args=(os.getpid(),), daemon=True)
 
     def _run(self, parent: int) -> None:
-        me = os.getpid()
+        me, children, ticks = os.getpid(), [], 0
         while not self._stop.wait(0.02):
-            total = _fds(parent) + sum(_fds(p) for p in _children(parent) if p != me)
+            if ticks % 25 == 0:  # a core's 5% if done every time
+                children = [p for p in _children(parent) if p != me]
+            ticks += 1
+            total = _fds(parent) + sum(_fds(p) for p in children)
             if total > self._peak.value:
                 self._peak.value = total
 
@@ -115,6 +118,17 @@ def _no_analysis(capture, placements) -> Analysis:
 def _hgx_stream(tmp: Path) -> bytes:
     plan = CapturePlan(collectors=tuple(select_collectors()), interval_s=0, root=str(hgx_mlx5_host(tmp / "root")))
     return LocalTransport().run_one("localhost", compile_script(plan), timeout_s=60).stdout
+
+
+def loop_seconds() -> float:
+    """This machine's speed at pure Python now: a 10^7-step list comprehension (the best of 3). A shared VM's varies
+    twofold from hour to hour, so compare runs only with it."""
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        [i for i in range(10**7)]  # noqa: B018 - the work measured
+        best = min(best, time.perf_counter() - t)
+    return best
 
 
 def main() -> None:
@@ -160,6 +174,7 @@ def main() -> None:
         out = Path(tmp) / "cap"
         argv = ["collect", "--hosts", f"gpu[00001-{args.hosts:05d}]", "--via", "ssh", "--interval", "0",
                 "--timeout", f"{args.timeout:g}", "--fanout", str(args.fanout), "-o", str(out), "--json"]
+        loop = loop_seconds()
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         cpu_before = _cpu()
         sampler = FdSampler()
@@ -188,7 +203,8 @@ def main() -> None:
     print(f"wall {wall:.2f} s: capture{also} {capture_s - load_s:.2f} s, load {load_s:.2f} s,")
     print(f"  fleet step and diagnosis ({analysis} analysis) + report {wall - capture_s:.2f} s; CPU "
           f"{cpu_self:.1f} s this process, {cpu_workers:.1f} s workers")
-    print(f"  load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, {os.cpu_count()} CPUs")
+    print(f"  load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, {os.cpu_count()} CPUs; "
+          f"a 10^7-step loop took {loop:.2f} s before the run")
     print(f"peak RSS {peak / 1024:.0f} MiB (before the run {rss_before / 1024:.0f} MiB) + largest worker "
           f"{workers_peak / 1024:.0f} MiB = {(peak + workers_peak) / 1024:.0f} MiB; peak open fds {peak_fds}")
     print(f"capture directory {size / 2**20:.0f} MiB, of which indexes {index_bytes / 2**20:.1f} MiB; "

@@ -311,22 +311,25 @@ def _check_count(report: NvidiaSmiReport) -> None:
 
 def _flatten_xml(element: ET.Element) -> tuple[dict[str, str], bool]:
     """{"pci/pci_gpu_link_info/...": text} of the leaves, in document order, and whether leaves with keys over
-    _MAX_PATH characters were left out. Iterative: XML nested 1,000 deep would exceed Python's recursion limit."""
+    _MAX_PATH characters were left out. Recursive, and bounded: a path grows by at least two characters a level
+    and stops at _MAX_PATH, so XML nested 1,000 deep is walked at most _MAX_PATH // 2 levels down."""
     out: dict[str, str] = {}
     cut = False
-    stack = [(iter(element), "")]
-    while stack:
-        children, prefix = stack[-1]
-        child = next(children, None)
-        if child is None:
-            stack.pop()
-            continue
-        if len(prefix) + len(child.tag) > _MAX_PATH:
-            cut = True
-        elif len(child):
-            stack.append((iter(child), f"{prefix}{child.tag}/"))
-        else:
-            out.setdefault(f"{prefix}{child.tag}", (child.text or "").strip())
+    add = out.setdefault
+
+    def walk(parent: ET.Element, prefix: str) -> None:
+        nonlocal cut
+        room = _MAX_PATH - len(prefix)
+        for child in parent:
+            tag = child.tag
+            if len(tag) > room:
+                cut = True
+            elif len(child):
+                walk(child, f"{prefix}{tag}/")
+            else:
+                add(prefix + tag, (child.text or "").strip())
+
+    walk(element, "")
     return out, cut
 
 
