@@ -147,3 +147,52 @@ def test_diagnosis_names_the_switch_with_its_hosts_and_carries_the_limit_line():
     _, (shared, updated) = _run(128, {3: 2, 16 + 9: 2, 64 + 1: 2})
     d = diagnose(updated + shared, hosts=[HostOutcome(h, "ok", None, 0) for h in names])
     assert any("cannot be told apart from" in line for line in d.limits)
+
+
+ACK = "rdma.ack_timeout"
+
+
+def _idle_port_fleet(hosts: int, odd: list[int], bad: dict[int, int] | None = None):
+    """hosts x 8 RDMA ports, 16 hosts per leaf, each port's traffic (rx.bytes) and ACK timeouts, a per-GB error:
+    port 0 of every host moves nothing (idle; its exposure is the 1% floor of the median), the others 50 GB. The
+    hosts in `odd` have one ACK timeout on their idle port, as 28 of 10,000 clean harness hosts did; `bad`: host
+    index -> ACK timeouts on a busy port (port 1)."""
+    bad = bad or {}
+    names = [f"gpu{i:05d}" for i in range(hosts)]
+    placements = {h: [f"switch:leaf-{i // PER_LEAF}"] for i, h in enumerate(names)}
+    samples: dict[str, list[MetricSample]] = {}
+    for i, host in enumerate(names):
+        samples[host] = []
+        for p in range(PORTS):
+            comp = f"rdma:mlx5_{p}/1"
+            moved = 0.0 if p == 0 else 50e9
+            events = (1 if p == 0 and i in odd else 0) + (bad.get(i, 0) if p == 1 else 0)
+            for metric, delta in (("rx.bytes", moved), (ACK, float(events))):
+                samples[host].append(MetricSample(host, comp, metric, delta, "count", source=f"/sys/{comp}",
+                                                  delta=delta, rate=delta / INTERVAL))
+    return names, placements, samples
+
+
+def test_rare_events_on_idle_ports_of_a_large_fleet_name_no_switch():
+    """The 10,000-host clean fleet's false suspect, in small: one ACK timeout on an idle port is 3.8e-6 by the fleet
+    model, but 1% of the fleet's hosts have one; two of them under one of 256 leaves is what chance gives."""
+    odd = [5 * PER_LEAF + 3, 5 * PER_LEAF + 11] + [leaf * PER_LEAF + 7 for leaf in range(10, 48)]
+    names, placements, samples = _idle_port_fleet(4096, odd)
+    ports = port_groups(samples, intervals=dict.fromkeys(names, INTERVAL))
+    tests = [t for t in port_switch_tests(ports, placements, names) if t.metric == ACK]
+    leaf5 = next(t for t in tests if t.node == "switch:leaf-5")
+    assert leaf5.hosts == ("gpu00083", "gpu00091")  # the two are still its evidence, at their fleet's rate
+    assert leaf5.q > 0.5 and leaf5.host_p[0] > 1e-3
+    assert [f for f in shared_component_findings([], placements, names, port_groups=ports)[0]
+            if f.kind == SHARED_COMPONENT_FAULT] == []
+
+
+def test_a_bad_switch_is_still_named_beside_rare_idle_port_events():
+    """The calibration takes nothing from a real fault: ports far past what the fleet outside shows keep their
+    p-values (no outside host is as extreme)."""
+    odd = [leaf * PER_LEAF + 7 for leaf in range(10, 50)]
+    bad = {5 * PER_LEAF + 2: 3, 5 * PER_LEAF + 9: 3, 5 * PER_LEAF + 13: 3}
+    names, placements, samples = _idle_port_fleet(4096, odd, bad)
+    ports = port_groups(samples, intervals=dict.fromkeys(names, INTERVAL))
+    shared, _ = shared_component_findings([], placements, names, port_groups=ports)
+    assert [f.component for f in shared if f.kind == SHARED_COMPONENT_FAULT] == ["switch:leaf-5"]

@@ -217,7 +217,7 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
 class PortGroup:
     """One comparable group of error counters as the fleet test sees it: its members (host, component) in order,
     their counts and exposures (seconds, or GB moved for traffic-scaled errors) and the robust subset the fleet
-    baseline is estimated from (apparent outliers left out)."""
+    baseline is estimated from (apparent outliers left out), and each member's fleet-wide p-value."""
 
     metric: str
     order: tuple[tuple[str, str], ...]
@@ -225,6 +225,7 @@ class PortGroup:
     exposure: np.ndarray
     subset: np.ndarray
     intervals: np.ndarray  # seconds, per member
+    pvalues: np.ndarray | None = None  # the fleet test's, per member (None: the port test does not calibrate)
 
 
 def port_groups(hosts_samples: Mapping[str, Iterable[MetricSample]], *, min_group: int = 8,
@@ -234,5 +235,5 @@ def port_groups(hosts_samples: Mapping[str, Iterable[MetricSample]], *, min_grou
     test (analysis.topology.port_switch_tests) compares under one switch with the fleet outside it. Same groups,
     exposures and robust subset as fleet_findings."""
     prepared = prepared or fleet_groups(hosts_samples, min_group=min_group, intervals=intervals)
-    return [PortGroup(b.key.metric, tuple(b.order), b.counts, b.exposure, b.test.subset, b.intervals)
-            for b in prepared.blocks]
+    return [PortGroup(b.key.metric, tuple(b.order), b.counts, b.exposure, b.test.subset, b.intervals,
+                      b.test.pvalues) for b in prepared.blocks]
