@@ -91,7 +91,7 @@ def host_capture_from_stream(host: str, stream: StreamResult, plan: CapturePlan)
         error = None
         if fi.kind != "stderr" and fi.rc not in (0, None):
             error = error_for(fi.kind, fi.rc, cmd.timeout_s if cmd else None,
-                               stderr.get((fi.source, fi.snapshot), b""))
+                              stderr.get((fi.source, fi.snapshot), b""))
         # Positional, in CaptureItem's field order: a GPU host has thousands of items (keywords cost ~3x).
         items.append(CaptureItem(
             fi.source, fi.snapshot, fi.kind, fi.collector, STREAM_FILE, len(fi.content),
