@@ -11,7 +11,7 @@ slow path stays for format 2's index.json and for callers that want the items.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fabricase.capture_index import FLAG_DURATION, FLAG_OFFSET, FLAG_RC, FLAG_TRUNCATED, encode_columns
 from fabricase.capture_records import ITEM_KINDS, item_path
@@ -31,7 +31,11 @@ class ScannedStream:
     result: StreamResult
     items: int
     index: bytes
-    snapshots: list[SnapshotInfo] = field(default_factory=list)
+
+    @property
+    def snapshots(self) -> list[SnapshotInfo]:
+        """The stream's snapshot marks as the host record's snapshots."""
+        return snapshot_infos(self.result)
 
 
 def _head_values(n: int, known: tuple) -> tuple[str, int, int, int, int, float, int]:
@@ -99,4 +103,4 @@ def scan_host(data: bytes, plan: CapturePlan) -> ScannedStream:
     collectors, snapshots, kinds, flags, rcs, durations, sizes = zip(*rows, strict=True) if rows else ((),) * 7
     index = encode_columns(sources, list(collectors), commands, errors, list(snapshots), list(kinds), list(flags),
                            list(rcs), list(durations), offsets, list(sizes), b"".join(digests))
-    return ScannedStream(result, count, index, snapshot_infos(result))
+    return ScannedStream(result, count, index)

@@ -1,5 +1,5 @@
 """The port test of the shared-component check: a switch that hurts a few of its ports, too few errors on each
-to flag a host, is named from the combined evidence of its ports (analysis.topology.port_switch_tests)."""
+to flag a host, is named from the combined evidence of its ports (analysis.topology_ports.port_switch_tests)."""
 
 from __future__ import annotations
 

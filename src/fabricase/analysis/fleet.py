@@ -232,7 +232,7 @@ def port_groups(hosts_samples: Mapping[str, Iterable[MetricSample]], *, min_grou
                 intervals: Mapping[str, float] | None = None, prepared: FleetGroups | None = None,
                 ) -> list[PortGroup]:
     """Every judged group of error counters in which something moved: the per-port evidence the shared-component
-    test (analysis.topology.port_switch_tests) compares under one switch with the fleet outside it. Same groups,
+    test (analysis.topology_ports.port_switch_tests) compares under one switch with the fleet outside it. Same groups,
     exposures and robust subset as fleet_findings."""
     prepared = prepared or fleet_groups(hosts_samples, min_group=min_group, intervals=intervals)
     return [PortGroup(b.key.metric, tuple(b.order), b.counts, b.exposure, b.test.subset, b.intervals,
