@@ -27,8 +27,12 @@ __all__ = [
     "TRAFFIC_METRICS",
     "TRAFFIC_SCALED_TOKENS",
     "GroupKey",
+    "SampleLayout",
+    "classes_of",
+    "host_intervals",
     "is_error_metric",
     "is_traffic_scaled",
+    "layout_of",
 ]
 
 # A counter is an error counter when its metric name contains one of these ...
@@ -66,7 +70,7 @@ def _family(component: str) -> str:
     return component.split(":", 1)[0]
 
 
-def _host_intervals(hosts_samples: Mapping[str, list[MetricSample]],
+def host_intervals(hosts_samples: Mapping[str, list[MetricSample]],
                     intervals: Mapping[str, float] | None) -> dict[str, float]:
     """Each host's snapshot interval: given, else delta / rate of its first counter with both positive, else the
     median of the other hosts' intervals."""
@@ -136,7 +140,7 @@ _NOTE_VALUE = operator.attrgetter("note", "value")
 _DELTA, _RATE = operator.attrgetter("delta"), operator.attrgetter("rate")
 
 
-class _Layout(NamedTuple):
+class SampleLayout(NamedTuple):
     """Where the samples of one layout (the same components and metrics in the same order) sit, by what the fleet
     step reads of them, with their names: a fleet's hosts share a handful of layouts, so this is worked out once
     per layout rather than once per sample."""
@@ -152,7 +156,7 @@ class _Layout(NamedTuple):
 
 
 @functools.lru_cache(maxsize=256)
-def _layout(comps: tuple[str, ...], metrics: tuple[str, ...]) -> _Layout:
+def _layout(comps: tuple[str, ...], metrics: tuple[str, ...]) -> SampleLayout:
     err, cont, traffic, cls = [], [], [], []
     for i, (comp, metric) in enumerate(zip(comps, metrics, strict=True)):
         family = _family(comp)
@@ -168,23 +172,23 @@ def _layout(comps: tuple[str, ...], metrics: tuple[str, ...]) -> _Layout:
     members: dict[str, set[str]] = defaultdict(set)
     for comp, _metric in pairs:
         members[_family(comp)].add(comp)
-    return _Layout(tuple(err), tuple((c, _family(c), m) for c, m in pairs), len(set(pairs)) < len(pairs),
+    return SampleLayout(tuple(err), tuple((c, _family(c), m) for c, m in pairs), len(set(pairs)) < len(pairs),
                    tuple((f, len(c)) for f, c in members.items()), tuple(cont),
                    tuple((comps[i], _family(comps[i]), metrics[i]) for i in cont), tuple(traffic), tuple(cls))
 
 
-def _layout_of(samples: list[MetricSample]) -> _Layout:
+def layout_of(samples: list[MetricSample]) -> SampleLayout:
     return _layout(tuple(map(_COMPONENT, samples)), tuple(map(_METRIC, samples)))
 
 
-def _parts(samples: list[MetricSample], lay: _Layout) -> tuple[str | None, ...]:
+def _parts(samples: list[MetricSample], lay: SampleLayout) -> tuple[str | None, ...]:
     """What each class gauge of a host says (its note, else its value and unit; None: nothing): with the layout,
     all that makes the host's classes."""
     return tuple(note if note else None if value is None else f"{value:g} {unit}".rstrip()
                  for (note, value), unit in ((_NOTE_VALUE(samples[i]), u) for i, _c, _m, u in lay.cls))
 
 
-def _class_strings(lay: _Layout, parts: tuple[str | None, ...]) -> dict[str, str]:
+def _class_strings(lay: SampleLayout, parts: tuple[str | None, ...]) -> dict[str, str]:
     """component -> its comparable class, from what its class gauges say."""
     by_comp: dict[str, dict[str, str]] = defaultdict(dict)
     for (_i, comp, metric, _unit), part in zip(lay.cls, parts, strict=True):
@@ -193,10 +197,15 @@ def _class_strings(lay: _Layout, parts: tuple[str | None, ...]) -> dict[str, str
     return {comp: " ".join(p[m] for m in CLASS_METRICS[_family(comp)] if m in p) for comp, p in by_comp.items()}
 
 
+def classes_of(samples: list[MetricSample], lay: SampleLayout) -> dict[str, str]:
+    """component -> its comparable class, for a host's samples and their layout_of (the fleet step and the
+    switch-power estimate group components by it)."""
+    return _class_strings(lay, _parts(samples, lay))
+
+
 def _classes(samples: list[MetricSample]) -> dict[str, str]:
     """component -> its comparable class ("mlx5 InfiniBand 400 Gb/s"; "" when nothing says)."""
-    lay = _layout_of(samples)
-    return _class_strings(lay, _parts(samples, lay))
+    return classes_of(samples, layout_of(samples))
 
 
 class _Counters(NamedTuple):
@@ -222,10 +231,10 @@ def _gather(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[
             ) -> tuple[_Counters, dict[GroupKey, dict[tuple[str, str], MetricSample]]]:
     """The capture's error counters (columns) and continuous rates by comparable group. Per host, the work is
     a cached layout's, a few C-level maps and the handful of class gauges, traffic counters and rates."""
-    host_interval = _host_intervals(hosts_samples, intervals)
+    host_interval = host_intervals(hosts_samples, intervals)
     gid: dict[GroupKey, int] = {}
     cid: dict[str, int] = {}
-    by_layout: dict[int, tuple[_Layout, np.ndarray, Callable]] = {}  # id(layout) -> (layout, comp numbers, rows)
+    by_layout: dict[int, tuple[SampleLayout, np.ndarray, Callable]] = {}  # id(layout) -> (layout, comp numbers, rows)
     by_class: dict[tuple[int, tuple], tuple[np.ndarray, list[GroupKey]]] = {}
     continuous: dict[GroupKey, dict[tuple[str, str], MetricSample]] = {}
     rows: list[MetricSample] = []
@@ -236,7 +245,7 @@ def _gather(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[
     members: dict[str, int] = defaultdict(int)
     dups = False
     for host, samples in hosts_samples.items():
-        lay = _layout_of(samples)
+        lay = layout_of(samples)
         numbered = by_layout.get(id(lay))
         if numbered is None or numbered[0] is not lay:
             numbered = by_layout[id(lay)] = (lay, np.fromiter(

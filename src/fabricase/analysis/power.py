@@ -34,7 +34,7 @@ import numpy as np
 from scipy import special
 
 from fabricase.analysis.fleet import MIN_EVENTS, fleet_inputs
-from fabricase.analysis.fleet_gather import _class_strings, _host_intervals, _layout_of, _parts
+from fabricase.analysis.fleet_gather import classes_of, host_intervals, layout_of
 from fabricase.models import MetricSample
 
 __all__ = [
@@ -214,12 +214,12 @@ def _groups(hosts_samples: Mapping[str, Sequence[MetricSample]],
     """(family, class, metric) -> counts, seconds and hosts of its components, as fleet_findings groups them
     (per-second exposure); and each host's interval. Per host only its error counters are visited, where the
     fleet step's cached layout says they are (a fleet has hundreds of thousands of samples, a few layouts)."""
-    host_interval = _host_intervals(hosts_samples, intervals)
+    host_interval = host_intervals(hosts_samples, intervals)
     groups: dict[tuple[str, str, str], _Group] = {}
     for host, samples in hosts_samples.items():
         samples = samples if isinstance(samples, list) else list(samples)
-        lay = _layout_of(samples)
-        classes = _class_strings(lay, _parts(samples, lay))
+        lay = layout_of(samples)
+        classes = classes_of(samples, lay)
         fallback = host_interval.get(host)
         seen: set[tuple[str, str]] | None = set() if lay.dups else None
         for i, (component, family, metric) in zip(lay.err, lay.err_names, strict=True):
