@@ -391,19 +391,21 @@ class ApiServer:
         self.httpd.server_close()
 
 
-def write_kubeconfig(path: Any, server: str, token: str, *, exec_plugin: bool = False, context: str = "lab") -> None:
+def write_kubeconfig(path: Any, server: str, token: str, *, exec_plugin: bool = False, context: str = "lab",
+                     cluster: dict | None = None, user: dict | None = None) -> None:
     """A kubeconfig for the stand-in: a bearer token, or an exec credential plugin that prints it (the path
-    aws eks get-token and gke-gcloud-auth-plugin take through the client's own loader)."""
+    aws eks get-token and gke-gcloud-auth-plugin take through the client's own loader). `cluster` and `user`:
+    more fields of the cluster and user entries (certificate-authority-data, client-certificate-data ...)."""
     if exec_plugin:
         cred = json.dumps({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
                            "status": {"token": token}})
-        user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "sh",
-                         "args": ["-c", f"printf '%s' '{cred}'"], "interactiveMode": "Never"}}
+        entry = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "sh",
+                          "args": ["-c", f"printf '%s' '{cred}'"], "interactiveMode": "Never"}}
     else:
-        user = {"token": token}
+        entry = {"token": token}
     cfg = {"apiVersion": "v1", "kind": "Config", "current-context": context,
-           "clusters": [{"name": "standin", "cluster": {"server": server}}],
-           "users": [{"name": "tester", "user": user}],
+           "clusters": [{"name": "standin", "cluster": {"server": server, **(cluster or {})}}],
+           "users": [{"name": "tester", "user": {**entry, **(user or {})}}],
            "contexts": [{"name": context, "context": {"cluster": "standin", "user": "tester"}}]}
     from pathlib import Path
 

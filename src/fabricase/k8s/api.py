@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
 from fabricase.errors import TransportError
 
-__all__ = ["INSTALL_HINT", "KubeApi", "KubeConfig", "api_status", "load_api"]
+__all__ = ["INSTALL_HINT", "KubeApi", "KubeConfig", "api_error_text", "api_status", "load_api"]
 
 INSTALL_HINT = "pip install 'fabricase[k8s]'"
 
@@ -56,6 +57,50 @@ def api_status(exc: BaseException) -> int | None:
         return status
     m = re.search(r"Handshake status (\d{3})", str(getattr(exc, "reason", "") or exc))
     return int(m.group(1)) if m else None
+
+
+def _causes(exc: BaseException, limit: int = 12) -> list[BaseException]:
+    """exc and what it wraps, nearest first: a cause or context, urllib3's MaxRetryError.reason, an exception
+    among the args (urllib3's SSLError holds the ssl module's error there); at most `limit`, no cycles."""
+    out: list[BaseException] = []
+    todo = [exc]
+    while todo and len(out) < limit:
+        e = todo.pop(0)
+        if any(e is seen for seen in out):
+            continue
+        out.append(e)
+        wrapped = [getattr(e, "reason", None), e.__cause__, e.__context__, *getattr(e, "args", ())]
+        todo += [w for w in wrapped if isinstance(w, BaseException)]
+    return out
+
+
+def api_error_text(exc: BaseException) -> str:
+    """What went wrong with an API call, in words a user can act on: the HTTP status when the server answered;
+    else the TLS or connection failure found inside the client's wrappers (urllib3 nests it two deep, under
+    "Max retries exceeded"), else the exception's own text."""
+    status = api_status(exc)
+    if status:
+        return f"HTTP {status}"
+    causes = _causes(exc)
+    for e in causes:
+        if isinstance(e, ssl.SSLCertVerificationError):
+            why = getattr(e, "verify_message", None) or str(e)
+            return (f"TLS: the API server's certificate does not verify against the kubeconfig's certificate "
+                    f"authority ({why})")
+    for e in causes:
+        if isinstance(e, ssl.SSLError):
+            why = str(getattr(e, "reason", None) or e)
+            if "CERTIFICATE_REQUIRED" in why.upper():
+                return ("TLS: the API server wants a client certificate and the kubeconfig's user gives none "
+                        f"({why})")
+            hint = "; it may refuse the kubeconfig's client certificate" if "CERTIFICATE" in why.upper() else ""
+            return f"TLS handshake with the API server failed ({why}{hint})"
+    for e in causes:
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused: is the API server's address in the kubeconfig right?"
+        if isinstance(e, TimeoutError):
+            return "the API server did not answer in time"
+    return f"{type(exc).__name__}: {str(exc)[:160]}"
 
 
 @dataclass

@@ -97,7 +97,7 @@ def nodes_of_pods(pods: list[dict[str, Any]]) -> list[str]:
 
 def select_nodes(api: Any, selector: str | None = None, job: JobRef | None = None) -> list[str]:
     """Node names, sorted, for --k8s-nodes SELECTOR or --k8s-job; an empty selection is one TargetError."""
-    from fabricase.k8s.api import api_status
+    from fabricase.k8s.api import api_error_text
 
     try:
         if job is not None:
@@ -114,9 +114,7 @@ def select_nodes(api: Any, selector: str | None = None, job: JobRef | None = Non
     except TargetError:
         raise
     except Exception as exc:  # ApiException, connection refused: one line, where it happened
-        status = api_status(exc)
-        what = f"HTTP {status}" if status else f"{type(exc).__name__}: {str(exc)[:160]}"
-        raise TargetError(f"cannot list the cluster's {'pods' if job else 'nodes'}: {what}",
+        raise TargetError(f"cannot list the cluster's {'pods' if job else 'nodes'}: {api_error_text(exc)}",
                           where="--k8s-job" if job else "--k8s-nodes") from exc
     if not nodes:
         what = f"no node matches the label selector {selector!r}" if selector else "the cluster lists no node"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricase.errors import TransportError
-from fabricase.k8s.api import KubeApi, KubeConfig, api_status, load_api
+from fabricase.k8s.api import KubeApi, KubeConfig, api_error_text, api_status, load_api
 from fabricase.k8s.exec import ExecResult, exec_in_pod
 from fabricase.k8s.records import write_kubernetes_nodes
 from fabricase.k8s.targets import NodeRecord, node_record
@@ -148,9 +148,8 @@ class K8sTransport(Transport):
                 if node and (node not in pods or _pod_phase(pod) == "Running"):
                     pods[node] = pod
         except Exception as exc:
-            status = api_status(exc)
-            what = f"HTTP {status}" if status else f"{type(exc).__name__}: {str(exc)[:160]}"
-            raise TransportError(f"cannot list nodes and the fabricase-node pods in namespace {ns}: {what}",
+            raise TransportError(f"cannot list nodes and the fabricase-node pods in namespace {ns}: "
+                                 f"{api_error_text(exc)}",
                                  where=api.where) from exc
         return nodes, pods
 
@@ -187,8 +186,7 @@ class K8sTransport(Transport):
                                                 f"pods/exec in namespace {ns})"), None
             if status == 404:
                 return HostStatus.UNREACHABLE, f"exec: pod {ns}/{pod} on {host} not found (HTTP 404)", None
-            what = f"HTTP {status}" if status else f"{type(exc).__name__}: {str(exc)[:160]}"
-            return HostStatus.UNREACHABLE, f"exec into {ns}/{pod} failed: {what}", None
+            return HostStatus.UNREACHABLE, f"exec into {ns}/{pod} failed: {api_error_text(exc)}", None
         status_, reason = _exec_run(host, res, timeout_s)
         return status_, reason, res
 
@@ -217,7 +215,7 @@ class K8sTransport(Transport):
             command = ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--", "sh", "-s"]
             return self._exec(api, name, host, command, script, timeout_s, deadline)
         except Exception as exc:
-            return HostStatus.UNREACHABLE, f"debug pod {ns}/{name}: {type(exc).__name__}: {str(exc)[:160]}", None
+            return HostStatus.UNREACHABLE, f"debug pod {ns}/{name}: {api_error_text(exc)}", None
         finally:
             # Best effort: a pod left behind sleeps out its hour and carries the fabricase-debug label.
             with contextlib.suppress(Exception):
