@@ -5,19 +5,17 @@ Templates are package data: `ticket_<desk>.md.j2` (aws, gcp, azure, jira, zendes
 `ticket_generic.md.j2`, and `summary.md.j2`. A template of the same name in `<config dir>/templates/` takes
 precedence; an override reaches the shipped template it replaces as `fabricase/<name>`. The facts are put in
 order here (the suspects' facts, the host facts, what was ruled out, the timeline, the ticket's severity, the
-requested action); the templates only lay them out, so a desk's template extends `ticket_generic.md.j2` and replaces
-blocks. A ticket template's output is the subject on its first line, a blank line, then the body.
+requested action); the templates only lay them out (with the filters and globals of templates/filters.py), so a
+desk's template extends `ticket_generic.md.j2` and replaces blocks. A ticket template's output is the subject on its
+first line, a blank line, then the body.
 StrictUndefined makes a misspelled variable an error instead of an empty ticket section.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-import re
-import textwrap
 import traceback
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +25,25 @@ import markupsafe
 from fabricase.config import resolve_paths
 from fabricase.diagnosis import Diagnosis, Suspect
 from fabricase.errors import ConfigError
-from fabricase.models import EscalationEvent, Evidence, Finding, HostSummary, Placement, Severity, TicketDraft
-from fabricase.redact import gate
+from fabricase.models import EscalationEvent, Finding, HostSummary, Placement, Severity, TicketDraft
 from fabricase.templates.facts import host_facts
-from fabricase.templates.inert import inert_block, inert_line, md_line
+from fabricase.templates.filters import (
+    MARKUPS,
+    WIDTH,
+    below_common,
+    columns,
+    distinct,
+    format_evidence,
+    format_number,
+    heading,
+    hostlist,
+    jira_table,
+    md_table,
+    prose,
+    table,
+    wrap,
+)
+from fabricase.templates.inert import inert_block
 from fabricase.templates.ruled_out import power_caveats, ruled_out
 from fabricase.templates.severity import DeskSeverity, desk_severity, ticket_severity
 from fabricase.templates.suspects import (
@@ -51,22 +64,22 @@ __all__ = [
     "MARKUPS",
     "environment",
     "format_evidence",
+    "format_number",
+    "hostlist",
+    "jira_table",
     "md_table",
     "render",
     "render_draft",
     "ticket_template",
     "ticket_title",
     "user_template_dir",
+    "wrap",
 ]
 
-WIDTH = 100
 SUMMARY_CELL = 60  # a finding's summary in the compact table, at most; the ticket has it in full
 SUMMARY_MIN = 30
 PACKAGE_PREFIX = "fabricase"  # `{% extends "fabricase/ticket_aws.md.j2" %}` reaches the shipped template
 _OK = "ok"
-_JIRA_SPECIAL = re.compile(r"[\[\]{}]")  # links and macros in Jira wiki markup
-_GLUE = re.compile(r"\b(snapshot|baseline) (\S+)")
-
 
 
 def user_template_dir(config_dir: Path | None = None) -> Path:
@@ -111,6 +124,17 @@ def _environment(override_dir: Path | None, _listing: tuple) -> jinja2.Environme
                        distinct=distinct, prose=prose, below_common=below_common)
     env.globals.update(md_table=md_table, table=table, heading=heading)
     return env
+
+
+@jinja2.pass_context
+def _inert(ctx: jinja2.runtime.Context, value: Any) -> Any:
+    """Every `{{ ... }}` of a ticket or summary: what data puts there is shown, never read as markup.
+
+    Structure made by the template's own helpers (heading, table) is Markup and passes; an HTML template is
+    escaped by its autoescape instead."""
+    if ctx.eval_ctx.autoescape or isinstance(value, markupsafe.Markup) or not isinstance(value, str):
+        return value
+    return inert_block(value)
 
 
 def render(name: str, *, template_dir: Path | None = None, **context: Any) -> str:
@@ -339,155 +363,6 @@ def _split_subject(text: str) -> tuple[str, str]:
     if not sep or "\n" in subject.strip():
         return "", text  # an override without a subject line: the whole output is the body
     return " ".join(subject.split()), body
-
-
-def format_number(value: Any) -> str:
-    """Counters as integers, rates with enough digits to compare, never scientific for everyday sizes."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "-" if value is None else str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if float(value).is_integer():
-        return str(int(value))
-    if abs(value) >= 1e-3:
-        return f"{value:.4f}".rstrip("0").rstrip(".")
-    return f"{value:.3g}"
-
-
-def format_evidence(ev: Evidence) -> str:
-    """`metric = value unit (baseline ...; source ...)`."""
-    unit = ev.unit or ""
-    line = f"{ev.metric} = {format_number(ev.value)}" + (unit if unit[:1] in ("", "/", "%") else f" {unit}")
-    notes = []
-    if ev.baseline is not None:
-        notes.append(f"baseline {format_number(ev.baseline)}")
-    if ev.source:
-        notes.append(f"source {ev.source}")
-    if ev.snapshot is not None:
-        notes.append(f"snapshot {ev.snapshot}")
-    return line + (f" ({'; '.join(notes)})" if notes else "")
-
-
-def wrap(text: str, indent: str = "", first: str | None = None, width: int = WIDTH) -> str:
-    """Fill text to `width`; continuation lines get `indent`. Paths and ids are never split. Secrets are redacted
-    first (redact.gate): a flag and its value, or a PEM header, split over two lines would pass any rule."""
-    # keep "snapshot 1" and "baseline 0" on one line: NUL is not whitespace to textwrap
-    glued = _GLUE.sub(lambda m: f"{m[1]}\0{m[2]}", inert_line(gate.text(str(text))))
-    lead = indent if first is None else first
-    lines = textwrap.wrap(glued, width=width, initial_indent=lead, subsequent_indent=indent,
-                          break_long_words=False, break_on_hyphens=False)
-    # The prefixes are the template's structure; what follows each is data, escaped where it opens a block.
-    out = [md_line(line, lead if k == 0 else indent).replace("\0", " ") for k, line in enumerate(lines)]
-    return markupsafe.Markup("\n".join(out))
-
-
-def hostlist(names: Iterable[str]) -> str:
-    """Host names folded the way fabric engineers write them: `gpu[001-064]`."""
-    names = sorted(names)
-    try:
-        from ClusterShell.NodeSet import NodeSet, NodeSetException
-
-        return str(NodeSet.fromlist(names))
-    except (ImportError, NodeSetException, ValueError):
-        return ",".join(names)
-
-
-def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """An aligned Markdown table (readable as plain text in a mail client too)."""
-    cells = [[_cell(c) for c in headers]] + [[_cell(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in cells]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def jira_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A table in Jira wiki markup: `||head||head||` then `|cell|cell|`."""
-    lines = ["||" + "||".join(_cell(c) for c in headers) + "||"]
-    lines += ["|" + "|".join(_JIRA_SPECIAL.sub(r"\\\g<0>", _cell(c)) for c in row) + "|" for row in rows]
-    return "\n".join(lines)
-
-
-def _text_heading(text: str) -> str:
-    return f"{text}\n{'-' * len(text)}"
-
-
-# markup -> (heading, table): Markdown for the clouds' consoles (it reads well raw), plain text for mail and
-# Zendesk comments, wiki markup for Jira.
-MARKUPS: dict[str, tuple[Any, Any]] = {
-    "markdown": (lambda text: f"## {text}", md_table),
-    "text": (_text_heading, md_table),
-    "jira": (lambda text: f"h2. {text}", jira_table),
-}
-
-
-def _markup(ctx: jinja2.runtime.Context) -> tuple[Any, Any]:
-    name = ctx.get("markup", "markdown")
-    if name not in MARKUPS:
-        raise jinja2.TemplateRuntimeError(f"unknown markup {name!r}; valid: {', '.join(MARKUPS)}")
-    return MARKUPS[name]
-
-
-@jinja2.pass_context
-def heading(ctx: jinja2.runtime.Context, text: str) -> str:
-    """A section heading in the template's `markup` (structure: finalize leaves it as it is)."""
-    return markupsafe.Markup(_markup(ctx)[0](inert_line(str(text))))
-
-
-@jinja2.pass_context
-def table(ctx: jinja2.runtime.Context, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A table in the template's `markup` (cells are data: escaped one by one, then the table is structure)."""
-    return markupsafe.Markup(_markup(ctx)[1](headers, rows))
-
-
-@jinja2.pass_context
-def _inert(ctx: jinja2.runtime.Context, value: Any) -> Any:
-    """Every `{{ ... }}` of a ticket or summary: what data puts there is shown, never read as markup.
-
-    Structure made by the template's own helpers (heading, table) is Markup and passes; an HTML template is
-    escaped by its autoescape instead."""
-    if ctx.eval_ctx.autoescape or isinstance(value, markupsafe.Markup) or not isinstance(value, str):
-        return value
-    return inert_block(value)
-
-
-@jinja2.pass_context
-def prose(ctx: jinja2.runtime.Context, text: str) -> str:
-    """Running text of a section. Jira gets it preformatted: ids, `[severity]` tags and counter names such as
-    `rx_crc_errors` would otherwise turn into links and emphasis; the lines are already wrapped to 100."""
-    if _markup(ctx) is not MARKUPS["jira"]:
-        return text
-    body = text.rstrip("\n").replace("{noformat}", "{ noformat}")
-    return "{noformat}\n" + body + "\n{noformat}" + "\n" * (len(text) - len(text.rstrip("\n")))
-
-
-def columns(rows: Iterable[Mapping[str, Any]], *keys: str) -> list[list[Any]]:
-    """Table rows from fact dicts: `affected | columns("host", "instance_id", "zone")`."""
-    return [[row[k] for k in keys] for row in rows]
-
-
-def below_common(rows: Iterable[Mapping[str, Any]], key: str) -> tuple[str, list[dict[str, Any]]]:
-    """(the path segments all rows share at the top of `key`, the rows with those segments cut off). At least the
-    last segment of each row stays: `{% set head, rows = affected | below_common("network_nodes") %}`."""
-    rows = [dict(r) for r in rows]
-    paths = [str(r[key]).split(" > ") if r[key] else [] for r in rows]
-    depth = min((len(p) - 1 for p in paths), default=0)
-    n = 0
-    while n < depth and len({tuple(p[: n + 1]) for p in paths}) == 1:
-        n += 1
-    for r, p in zip(rows, paths, strict=True):
-        r[key] = " > ".join(p[n:]) or None
-    return " > ".join(paths[0][:n]) if n else "", rows
-
-
-def distinct(rows: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
-    """The known values of one fact across rows, sorted: `affected | distinct("instance_type")`."""
-    return sorted({row[key] for row in rows if row[key] not in (None, "")}, key=str)
-
-
-def _cell(value: Any) -> str:
-    text = inert_line(format_number(value)) if value is not None else "-"
-    return (text or "-").replace("|", "\\|")
 
 
 def _host_rows(affected: list[str], captured: list[dict], placements: list[Placement]) -> list[list[Any]]:
