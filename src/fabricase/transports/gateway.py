@@ -252,7 +252,8 @@ def split_hosts(hosts: Sequence[str], gateways: Sequence[str]) -> dict[str, list
 
 
 class _Feed:
-    """Where the gateway's ssh puts its stdout: the decoder, then the hosts it completed, at once."""
+    """Where the gateway's ssh puts its stdout (SshTransport.run_one's stdout_sink): the decoder, then the hosts
+    it completed, at once. The relay stream is decoded as it arrives, not kept whole."""
 
     def __init__(self, decoder: RelayDecoder, on_frames: Callable[[list[HostRun]], None]) -> None:
         self.decoder, self.on_frames = decoder, on_frames
@@ -265,17 +266,8 @@ class _Feed:
         self.decoder.add(data)
         self.on_frames(self.decoder.take())
 
-
-class _RelaySsh(SshTransport):
-    """The gateway's ssh, its stdout (the relay stream) decoded as it arrives instead of kept whole. Its
-    `_pump` hands SshTransport's read loop (timeouts, Ctrl-C, kill) this feed in place of the capped buffer."""
-
-    def __init__(self, feed: _Feed, **kw) -> None:
-        super().__init__(**kw)
-        self._feed = feed
-
-    def _pump(self, proc, payload, out, err, end) -> str:  # noqa: ANN001
-        return super()._pump(proc, payload, self._feed, err, end)
+    def value(self) -> bytes:
+        return b""  # the bytes went to the decoder: the gateway's own run carries no stdout
 
 
 def _gateway_failure(run: HostRun, stream_error: str | None) -> str:
@@ -355,8 +347,8 @@ class GatewayTransport(Transport):
             decoder = RelayDecoder()
             argv = self.relay_argv(subset, timeout_s, gateway=gateway, deadline_left_s=left)
             feed = _Feed(decoder, lambda runs: [deliver(gateway, r) for r in runs])
-            ssh = _RelaySsh(feed, fanout=1, user=self.user, ssh_options=self.ssh_options, remote=(shlex.join(argv),))
-            run = ssh.run_one(gateway, payload, limit, deadline + DEADLINE_GRACE_S * depth)
+            ssh = SshTransport(fanout=1, user=self.user, ssh_options=self.ssh_options, remote=(shlex.join(argv),))
+            run = ssh.run_one(gateway, payload, limit, deadline + DEADLINE_GRACE_S * depth, stdout_sink=feed)
             for r in decoder.take():
                 deliver(gateway, r)
             missing(gateway, run, decoder.finish())

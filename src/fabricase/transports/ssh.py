@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from fabricase.errors import TransportError
 from fabricase.models import HostStatus
@@ -39,6 +39,7 @@ __all__ = [
     "MAX_OUTPUT_BYTES",
     "MAX_STDERR_BYTES",
     "SshTransport",
+    "StdoutSink",
     "classify_ssh_failure",
     "normalize_ssh_options",
     "ssh_command",
@@ -163,6 +164,19 @@ def classify_ssh_failure(rc: int | None, stderr_text: str) -> tuple[HostStatus, 
     return HostStatus.FAILED, f"capture script exited {rc}" + (f": {last}" if last else "")
 
 
+class StdoutSink(Protocol):
+    """Where run_one puts a host's stdout as it arrives: `add` each chunk; `over` stops the read ("overflow");
+    `value()` is the HostRun's stdout (b"" for a sink that hands the bytes on, as the gateway's relay decoder
+    does)."""
+
+    def add(self, data: bytes) -> None: ...
+
+    @property
+    def over(self) -> bool: ...
+
+    def value(self) -> bytes: ...
+
+
 class _Capped:
     """Bytes kept up to a cap; for stderr, the head and the tail (ssh's verdict is on the last lines)."""
 
@@ -264,7 +278,10 @@ class SshTransport(Transport):
         return run_fanout(list(hosts), lambda host, deadline: self.run_one(host, payload, timeout_s, deadline),
                           fanout=self.fanout, deadline_s=self.deadline_s, on_done=on_done, stop=self._stop)
 
-    def run_one(self, host: str, payload: bytes, timeout_s: float, deadline: float = float("inf")) -> HostRun:
+    def run_one(self, host: str, payload: bytes, timeout_s: float, deadline: float = float("inf"), *,
+                stdout_sink: StdoutSink | None = None) -> HostRun:
+        """One host: ssh, the payload on its stdin, its stdout kept up to max_output_bytes (or handed to
+        `stdout_sink` as it arrives), the outcome classified."""
         started = _now()
         start = time.monotonic()
         limit = max(0.0, min(timeout_s, deadline - start))
@@ -274,7 +291,7 @@ class SshTransport(Transport):
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise TransportError(f"cannot start {self.ssh}: {exc.strerror}", where=host) from exc
-        out = _Capped(self.max_output_bytes, keep_tail=False)
+        out = stdout_sink if stdout_sink is not None else _Capped(self.max_output_bytes, keep_tail=False)
         err = _Capped(MAX_STDERR_BYTES, keep_tail=True)
         outcome = self._pump(proc, payload, out, err, end)
         if outcome != "done":
@@ -303,7 +320,7 @@ class SshTransport(Transport):
             status, reason = HostStatus.PARTIAL, f"connection lost after {len(stdout)} bytes: {reason}"
         return HostRun(host, status, stdout, stderr, rc, reason, started, finished)
 
-    def _pump(self, proc: subprocess.Popen, payload: bytes, out: _Capped, err: _Capped, end: float) -> str:
+    def _pump(self, proc: subprocess.Popen, payload: bytes, out: StdoutSink, err: _Capped, end: float) -> str:
         """Feed stdin, read stdout and stderr until stdout closes. 'done', 'timeout', 'overflow' or 'stopped'."""
         sel = selectors.DefaultSelector()
         assert proc.stdin and proc.stdout and proc.stderr
