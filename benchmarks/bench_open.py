@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "providers" / "aws")]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests"), str(ROOT / "tests" / "providers" / "aws")]
 
 import boto3  # noqa: E402
 import fleetgen  # noqa: E402
 import httpx  # noqa: E402
-from awsfakes import REGION, Clients, UploadServer, free_port, random_aws_keys, stub_codes, write_config  # noqa: E402
+from awsfakes import REGION, Clients, UploadServer, stub_codes, write_config  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
@@ -36,6 +36,7 @@ from fabricase.cli import cli  # noqa: E402
 from fabricase.collectors.framing import parse_stream  # noqa: E402
 from fabricase.models import HostStatus  # noqa: E402
 from fabricase.providers import aws  # noqa: E402
+from loopback import free_port, random_aws_keys  # noqa: E402
 
 
 def _fake_env(nowhere: Path) -> None:

@@ -3,18 +3,12 @@ mode on loopback with AWS keys made at run time from random values."""
 
 from __future__ import annotations
 
-import secrets
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from loopback import free_port, moto_server, random_aws_keys
 
 
 @pytest.fixture
@@ -34,15 +28,9 @@ def no_cloud(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 def moto_url(no_cloud: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA" + secrets.token_hex(8).upper())
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secrets.token_urlsafe(30))
+    key_id, secret = random_aws_keys()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with moto_server() as url:
+        yield url

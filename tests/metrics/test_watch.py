@@ -20,12 +20,7 @@ from fabricase.cli import metrics_cmds
 from fabricase.errors import CaptureError
 from fabricase.metrics import TEXTFILE_NAME
 from fabricase.metrics.watch import parse_listen, watch_loop
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from loopback import free_port
 
 
 def _series(text: str) -> dict[tuple[str, tuple], float]:
@@ -34,7 +29,7 @@ def _series(text: str) -> dict[tuple[str, tuple], float]:
 
 
 def test_watch_two_rounds_rewrites_the_textfile_and_serves_metrics(run, host_tree, tmp_path, monkeypatch):
-    out, port = tmp_path / "tf", _free_port()
+    out, port = tmp_path / "tf", free_port()
     seen: list[tuple[int, str, str]] = []
 
     def scrape_instead_of_sleeping(seconds: float) -> None:

@@ -3,20 +3,14 @@
 import json
 import os
 import shutil
-import socket
 
 import pytest
 
 from fabricase.parsers.iperf3 import Iperf3Interval, parse_iperf3
 from fabricase.perf.runners import iperf3_command, run_server_client
+from loopback import free_port
 
 from .helpers import SYNTHETIC_IPERF3
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_real_iperf3_on_loopback():
@@ -24,7 +18,7 @@ def test_real_iperf3_on_loopback():
         if os.environ.get("CI") == "true":
             pytest.fail("iperf3 is not installed: add Debian's iperf3 package to .ci/run")
         pytest.skip("iperf3 is not installed (Debian package iperf3)")
-    port = _free_port()
+    port = free_port()
     server, client = run_server_client(
         iperf3_command(None, port=port, json=False), iperf3_command("127.0.0.1", duration=1, port=port),
         timeout_s=30, start_delay_s=1.0,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from fabricase.parsers.nccl_tests import parse_nccl_tests
 from fabricase.parsers.perftest import parse_perftest
 from fabricase.perf.runners import ib_write_bw_command, run_server_client
 from fabricase.probe.exec import TAG_VAR, SshExec, sweep_script
+from loopback import free_port
 
 STANDINS = Path(__file__).parent / "standins"
 SIZES = [65536, 131072, 262144, 524288, 1048576]
@@ -36,12 +36,6 @@ host=$1; shift
 [ "$host" = "$FC_TEST_DIE" ] && export FC_STANDIN_DIE=1
 SSH_CONNECTION="127.0.0.1 1 127.0.0.1 22" exec sh -c "$*"
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LoopbackSsh(SshExec):

@@ -37,6 +37,8 @@ import awsfakes  # noqa: E402
 import gcp_fake  # noqa: E402  (points the metadata server at a dead loopback port first)
 from desks.fakes import JIRA_EMAIL, JIRA_TOKEN, ZENDESK_EMAIL, ZENDESK_TOKEN, FakeJira, FakeZendesk  # noqa: E402
 
+from loopback import moto_server, random_aws_keys  # noqa: E402
+
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 NOT_IMPLEMENTED = "not implemented by this endpoint"
 
@@ -334,13 +336,8 @@ def test_desk_an_answer_that_is_not_the_apis_is_not_retried(desk, status, html, 
 
 @pytest.fixture(scope="module")
 def moto_url():
-    from moto.server import ThreadedMotoServer
-
-    port = awsfakes.free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture
@@ -351,7 +348,7 @@ def aws(tmp_path, monkeypatch, moto_url):
                  "AWS_ENDPOINT_URL", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
                  "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
         monkeypatch.delenv(name, raising=False)
-    key_id, secret = awsfakes.random_aws_keys()
+    key_id, secret = random_aws_keys()
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")

@@ -1,5 +1,5 @@
 """No AWS access key id is committed in the project's own code, tests or benchmarks: test credentials are made at
-run time from random values (tests/providers/aws/awsfakes.random_aws_keys). The one literal allowed is AWS's
+run time from random values (tests/loopback.random_aws_keys). The one literal allowed is AWS's
 documented example id, which the redaction tests use as the form every AWS document shows."""
 
 from __future__ import annotations

@@ -6,9 +6,6 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
-import secrets
-import socket
-import string
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,21 +15,6 @@ from botocore.stub import Stubber
 from fabricase.providers.aws_client import make_client, settings_from
 
 REGION = "us-east-1"
-
-
-def random_aws_keys() -> tuple[str, str]:
-    """An access key id and a secret key of the real shapes, made at run time from random values (never a
-    committed literal): AKIA + 16 of A-Z2-7, and 40 characters of the secret's alphabet."""
-    key_alphabet = string.ascii_uppercase + "234567"
-    secret_alphabet = string.ascii_letters + string.digits + "/+"
-    return ("AKIA" + "".join(secrets.choice(key_alphabet) for _ in range(16)),
-            "".join(secrets.choice(secret_alphabet) for _ in range(40)))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class OpStubber(Stubber):

@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
-from awsfakes import Clients, UploadServer, free_port, random_aws_keys, write_config
-from moto.server import ThreadedMotoServer
+from awsfakes import Clients, UploadServer, write_config
 
 from fabricase.config import Paths
 from fabricase.providers import aws
+from loopback import moto_server, random_aws_keys
 
 
 @pytest.fixture(autouse=True)
@@ -41,13 +41,8 @@ def fake_aws_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import socket
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +11,7 @@ from fabricase.bundler.archive import build_bundle
 from fabricase.config import Paths
 from fabricase.models import Severity, TicketDraft
 from fabricase.providers.desks import make_desk
+from loopback import free_port
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 CREDENTIALS = {"FABRICASE_JIRA_EMAIL": JIRA_EMAIL, "FABRICASE_JIRA_TOKEN": JIRA_TOKEN,
@@ -80,17 +80,11 @@ class Mailbox:
         return "250 OK"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def smtp_server(request):
     limit = getattr(request, "param", 25 * 1024 * 1024)
     box = Mailbox()
-    controller = Controller(box, hostname="127.0.0.1", port=_free_port(), data_size_limit=limit)
+    controller = Controller(box, hostname="127.0.0.1", port=free_port(), data_size_limit=limit)
     controller.start()
     box.port = controller.port
     yield box

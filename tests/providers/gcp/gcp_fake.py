@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,14 +20,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from loopback import free_port
 
-def _unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-NO_METADATA = f"127.0.0.1:{_unused_port()}"
+NO_METADATA = f"127.0.0.1:{free_port()}"
 os.environ["GCE_METADATA_HOST"] = NO_METADATA
 os.environ["GCE_METADATA_IP"] = NO_METADATA
 os.environ.setdefault("GCE_METADATA_DETECT_RETRIES", "1")
