@@ -13,7 +13,8 @@ from pathlib import Path
 
 from fabricase.errors import ConfigError
 
-__all__ = ["CONFIG_FILE", "Paths", "load_config", "provider_profile", "resolve_paths"]
+__all__ = ["BUNDLE_KEYS", "CONFIG_FILE", "Paths", "bundle_defaults", "load_config", "provider_profile",
+           "resolve_paths"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +94,25 @@ def provider_profile(paths: Paths, provider: str) -> dict:
     if not isinstance(profile, dict):
         raise ConfigError(f"[providers.{provider}] must be a table", where=str(paths.config / CONFIG_FILE))
     return profile
+
+
+# `[bundle]`: where `bundle` and `open` upload the full bundle when no upload option is given, once set:
+# upload_to (s3://, gs://, az://), upload_endpoint (S3-compatible storage), expires ("7d"), presign_get (true).
+BUNDLE_KEYS = {"upload_to": str, "upload_endpoint": str, "expires": str, "presign_get": bool}
+
+
+def bundle_defaults(paths: Paths) -> dict:
+    """`[bundle]` of the configuration, its keys checked ({} when absent): a misspelt key or a value of the wrong
+    type is a one-line ConfigError naming it, not a setting silently ignored."""
+    where = str(paths.config / CONFIG_FILE)
+    section = load_config(paths).get("bundle", {})
+    if not isinstance(section, dict):
+        raise ConfigError("[bundle] must be a table", where=where)
+    for key, value in section.items():
+        kind = BUNDLE_KEYS.get(key)
+        if kind is None:
+            raise ConfigError(f"[bundle] has no setting {key!r} (known: {', '.join(BUNDLE_KEYS)})", where=where)
+        if not isinstance(value, kind) or (kind is str and not value.strip()):
+            what = "true or false" if kind is bool else "a non-empty string"
+            raise ConfigError(f"[bundle] {key} must be {what}", where=where)
+    return dict(section)

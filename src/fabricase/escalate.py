@@ -332,7 +332,7 @@ def _summary_bundle(capture: Capture, findings: list[Finding], draft: TicketDraf
     note = None
     if full_path is not None and uploaded is None:
         note = (f"the full bundle stays local at {full_path} (sha256 {full['sha256'][:16]}); upload it with "
-                "--upload-to s3://|gs://|az://... for the provider")
+                "--upload-to s3://|gs://|az://... (or [bundle] upload_to in config.toml) for the provider")
     return FittedBundle(b.path, b.bundle_id, b.members, b.size, form="summary", record=record, full=full,
                         full_path=full_path, uploaded=uploaded, note=note)
 

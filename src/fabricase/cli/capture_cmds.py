@@ -164,14 +164,16 @@ def _bundle_form_options(summary_flag: str):
             click.option("--upload-to", default=None, metavar="URL",
                          help="Upload the full bundle to your own storage: s3://bucket/prefix/, "
                               "gs://bucket/prefix/ or az://account/container/prefix/ (signed with your usual "
-                              "credentials)."),
+                              "credentials). Default: [bundle] upload_to in config.toml, if set."),
+            click.option("--no-upload", "no_upload", is_flag=True,
+                         help="Upload nothing, even where config.toml's [bundle] sets upload_to."),
             click.option("--upload-url", default=None, metavar="URL",
                          help="Upload the full bundle with this presigned PUT URL you made."),
             click.option("--upload-endpoint", default=None, metavar="URL",
                          help="Another endpoint for the store (S3-compatible storage, an emulator)."),
-            click.option("--expires", "expires", type=Age(allow_zero=False), default="7d", show_default=True,
-                         metavar="DURATION",
-                         help="How long the presigned URLs stay valid (e.g. 12h, 7d; S3 and GCS: 7d at most)."),
+            click.option("--expires", "expires", type=Age(allow_zero=False), default=None, metavar="DURATION",
+                         help="How long the presigned URLs stay valid (e.g. 12h, 7d; S3 and GCS: 7d at most; "
+                              "default: [bundle] expires in config.toml, else 7d)."),
             click.option("--presign-get", is_flag=True,
                          help="Also make a presigned GET URL of the uploaded bundle for the provider."),
         )):
@@ -181,22 +183,49 @@ def _bundle_form_options(summary_flag: str):
 
 
 def bundle_choice(summary: bool, full_bundle: bool, upload_to: str | None, upload_url: str | None,
-                  upload_endpoint: str | None, expires: timedelta, presign_get: bool):
-    """(form, upload target) from the bundle options; a UsageError for options that contradict each other."""
+                  upload_endpoint: str | None, expires: timedelta | None, presign_get: bool, no_upload: bool = False,
+                  configured: dict | None = None):
+    """(form, upload target) from the bundle options, and where no upload option is given, from `configured`
+    (config.toml's [bundle], config.bundle_defaults); a UsageError for options that contradict each other."""
     from fabricase.bundler.upload import parse_upload_target
 
     if summary and full_bundle:
         raise click.UsageError("choose one of the summary and --full-bundle forms")
     if upload_to and upload_url:
         raise click.UsageError("choose one of --upload-to and --upload-url")
+    if no_upload and (upload_to or upload_url or presign_get):
+        raise click.UsageError("--no-upload contradicts the upload options given with it")
+    conf = {} if no_upload or upload_to or upload_url else (configured or {})
+    upload_to = upload_to or conf.get("upload_to")
+    upload_endpoint = upload_endpoint or conf.get("upload_endpoint")
+    presign_get = presign_get or (bool(conf.get("presign_get")) and upload_to is not None)
     if presign_get and not upload_to:
         raise click.UsageError("--presign-get needs --upload-to (fabricase signs only URLs it can sign)")
+    if expires is None:
+        expires = _configured_expires(conf.get("expires")) if conf.get("expires") else timedelta(days=7)
     where = upload_to or upload_url
     target = None
     if where:
         target = parse_upload_target(where, endpoint=upload_endpoint, expires_s=int(expires.total_seconds()),
                                      want_get=presign_get)
     return ("summary" if summary else "full" if full_bundle else "auto"), target
+
+
+def _configured_expires(text: str) -> timedelta:
+    from fabricase.config import CONFIG_FILE
+    from fabricase.errors import ConfigError
+
+    try:
+        return Age(allow_zero=False).convert(text, None, None)
+    except click.BadParameter as exc:
+        raise ConfigError(f"[bundle] expires: {exc.message}", where=str(paths().config / CONFIG_FILE)) from exc
+
+
+def _configured_bundle(upload_given: bool) -> dict:
+    """config.toml's [bundle], read only when no upload option was given on the command line."""
+    from fabricase.config import bundle_defaults
+
+    return {} if upload_given else bundle_defaults(paths())
 
 
 def bundle_lines(b) -> list[str]:
@@ -238,7 +267,7 @@ def bundle_json(b) -> dict:
 @_pseudonymize_option
 @_bundle_form_options("--summary")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def bundle(source, out, provider, symptom, pseudonymize, summary, full_bundle, upload_to, upload_url,
+def bundle(source, out, provider, symptom, pseudonymize, summary, full_bundle, upload_to, no_upload, upload_url,
            upload_endpoint, expires, presign_get, as_json):
     """Build a deterministic evidence bundle from a capture directory (secrets redacted; see --pseudonymize).
 
@@ -249,7 +278,8 @@ def bundle(source, out, provider, symptom, pseudonymize, summary, full_bundle, u
     from fabricase.escalate import build_bundle_for, bundle_scope, make_draft, make_redactor, severity_of
     from fabricase.tracker.store import Tracker
 
-    form, target = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get)
+    form, target = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get,
+                                 no_upload, _configured_bundle(bool(upload_to or upload_url or no_upload)))
     capture = _load(source)
     placements, _ = _placements(capture, source, None)
     analysis = _diagnose(capture, placements)
@@ -373,7 +403,8 @@ def draft(source, provider, symptom, severity, as_json):
 @_bundle_form_options("--summary-bundle")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
 def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findings, report_faulty, with_probe,
-          summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get, as_json, **values):
+          summary, full_bundle, upload_to, no_upload, upload_url, upload_endpoint, expires, presign_get, as_json,
+          **values):
     """Capture, analyze, bundle, draft, file and track one escalation.
 
     When the whole capture does not fit the desk, the bundle attached is a summary (the suspects' hosts, healthy
@@ -381,7 +412,8 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
     your storage with --upload-to or --upload-url."""
     from fabricase.flow import open_escalation
 
-    form, upload = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get)
+    form, upload = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get,
+                                 no_upload, _configured_bundle(bool(upload_to or upload_url or no_upload)))
     bundle_args = {"bundle_form": form, "upload": upload} if form != "auto" or upload is not None else {}
     probe_values, target = split_probe_values(values)
     if with_probe and target["replay"]:
