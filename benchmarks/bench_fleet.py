@@ -142,7 +142,7 @@ def main() -> None:
     ap.add_argument("--skip-analysis", action="store_true", help="an empty analysis in place of the real one")
     args = ap.parse_args()
     if args.skip_analysis:
-        capture_cmds._diagnose = _no_analysis
+        capture_cmds.diagnose_for = _no_analysis
     capture_write.WRITTEN_VERSION = args.format
     with tempfile.TemporaryDirectory(prefix="fabricase-bench-fleet-") as tmp:
         stream = _hgx_stream(Path(tmp))

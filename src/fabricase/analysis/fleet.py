@@ -25,31 +25,31 @@ from fabricase.analysis.fleet_continuous import (
     CRITICAL_Q,
     CRITICAL_RATIO,
     Z_MIN,
-    _Hit,
-    _Test,
+    ContinuousHit,
+    ContinuousTest,
     continuous_blocks,
     continuous_findings,
     is_continuous_metric,
     outlier_finding,
 )  # fmt: skip
 from fabricase.analysis.fleet_gather import (
-    _CLASS_NAMES,
-    _DELTA,
-    _METRIC,
     CLASS_METRICS,
+    CLASS_NAMES,
+    DELTA_OF,
     ERROR_TOKENS,
     EXCLUDE_TOKENS,
     IDLE_FLOOR,
+    METRIC_OF,
     TRAFFIC_METRICS,
     TRAFFIC_SCALED_TOKENS,
+    CountBlock,
     GroupKey,
-    _count_blocks,
-    _CountBlock,
-    _gather,
-    _group_of,
-    _picker,
+    count_blocks,
+    gather_counters,
+    group_of,
     is_error_metric,
     is_traffic_scaled,
+    picker,
 )  # fmt: skip
 from fabricase.models import Evidence, Finding, MetricSample, Severity
 
@@ -95,10 +95,10 @@ class _Plan(NamedTuple):
 @functools.lru_cache(maxsize=256)  # a fleet's hosts repeat a handful of metric lists
 def _plan(metrics: tuple[str, ...]) -> _Plan:
     """Class gauges always; traffic, error and continuous counters when they have a delta; nothing else."""
-    keep = [i for i, m in enumerate(metrics) if m in _CLASS_NAMES or m in TRAFFIC_METRICS or is_error_metric(m)
+    keep = [i for i, m in enumerate(metrics) if m in CLASS_NAMES or m in TRAFFIC_METRICS or is_error_metric(m)
             or is_continuous_metric(m)]
     raw = tuple(metrics[i].startswith("raw:") for i in keep)
-    return _Plan(_picker(tuple(keep)), tuple(j for j, i in enumerate(keep) if metrics[i] in _CLASS_NAMES),
+    return _Plan(picker(tuple(keep)), tuple(j for j, i in enumerate(keep) if metrics[i] in CLASS_NAMES),
                  tuple(j for j, r in enumerate(raw) if r), tuple(not r for r in raw))
 
 
@@ -112,9 +112,9 @@ def fleet_inputs(samples: Iterable[MetricSample]) -> list[MetricSample]:
     for it and the evidence would say it twice. The metrics' plan is cached; a host's own work is C-level maps
     over its samples and a look at its raw counters."""
     samples = samples if isinstance(samples, list | tuple) else list(samples)
-    plan = _plan(tuple(map(_METRIC, samples)))
+    plan = _plan(tuple(map(METRIC_OF, samples)))
     candidates = plan.pick(samples)
-    keep = list(map(operator.is_not, map(_DELTA, candidates), itertools.repeat(None)))
+    keep = list(map(operator.is_not, map(DELTA_OF, candidates), itertools.repeat(None)))
     for j in plan.always:
         keep[j] = True
     if plan.raw:
@@ -132,7 +132,7 @@ def judgeable_families(hosts_samples: Mapping[str, Iterable[MetricSample]], min_
     members: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for host, samples in hosts_samples.items():
         for s in samples:
-            if s.delta is not None and _group_of(s.component, s.metric) is not None:
+            if s.delta is not None and group_of(s.component, s.metric) is not None:
                 members[s.component.split(":", 1)[0]].add((host, s.component))
     return {family for family, comps in members.items() if len(comps) >= min_group}
 
@@ -143,7 +143,7 @@ class FleetGroups:
     (the shared-component test) read the same ones, and gathering walks every sample of the fleet."""
 
     continuous: dict[GroupKey, dict[tuple[str, str], MetricSample]]
-    blocks: list[_CountBlock]
+    blocks: list[CountBlock]
     small: list[tuple[str, int]]
     judged_families: set[str]
     untested: int
@@ -157,8 +157,8 @@ def fleet_groups(hosts_samples: Mapping[str, Iterable[MetricSample]], *, min_gro
     port_groups(prepared=). `inputs`: the samples are fleet_inputs' output already (analyze's hosts), so they
     are not filtered again (fleet_inputs of its own output is that output)."""
     hosts_samples = {h: v if inputs else fleet_inputs(v) for h, v in sorted(hosts_samples.items())}
-    counters, continuous = _gather(hosts_samples, intervals)  # type: ignore[arg-type]
-    blocks, small, judged_families, untested, members = _count_blocks(counters, min_group)
+    counters, continuous = gather_counters(hosts_samples, intervals)  # type: ignore[arg-type]
+    blocks, small, judged_families, untested, members = count_blocks(counters, min_group)
     judgeable = {family for family, n in members.items() if n >= min_group}
     return FleetGroups(continuous, blocks, small, judged_families, untested, min_group, judgeable)
 
@@ -179,7 +179,7 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
         all_p = np.concatenate([b.test.pvalues for b in blocks] + [np.ones(untested)] + [b.p for b in zblocks])
         all_q = stats.benjamini_hochberg(all_p)
         efa = stats.expected_false_alarms(all_q, alpha)
-        hits: dict[tuple[str, str], list[_Hit]] = defaultdict(list)
+        hits: dict[tuple[str, str], list[ContinuousHit]] = defaultdict(list)
         offset = 0
         for b in blocks:
             n = b.n
@@ -189,10 +189,10 @@ def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha
             # look impossible. MIN_EVENTS guards against that over-confidence.
             for i in np.flatnonzero((q <= alpha) & (b.counts >= MIN_EVENTS)):
                 host, component = b.order[i]
-                t = _Test(host, component, b.samples[i], float(b.counts[i]), float(b.intervals[i]), b.gbs[i])
+                t = ContinuousTest(host, component, b.samples[i], float(b.counts[i]), float(b.intervals[i]), b.gbs[i])
                 t.exposure = float(b.exposure[i])
-                hits[(t.host, t.component)].append(_Hit(float(q[i]), float(b.test.pvalues[i]), b.key, t, b.test,
-                                                        b.unit, n, int(i)))
+                hits[(t.host, t.component)].append(ContinuousHit(float(q[i]), float(b.test.pvalues[i]), b.key, t,
+                                                                 b.test, b.unit, n, int(i)))
             offset += n
         for (host, component), found in sorted(hits.items()):
             found.sort(key=lambda h: (h.q, h.key))

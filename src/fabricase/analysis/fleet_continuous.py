@@ -20,8 +20,8 @@ from fabricase.models import Evidence, Finding, MetricSample, Severity
 if TYPE_CHECKING:
     from fabricase.analysis.fleet import GroupKey
 
-__all__ = ["CONTINUOUS_FLOORS", "CONTINUOUS_PREFIXES", "CRITICAL_Q", "CRITICAL_RATIO", "Z_MIN", "continuous_blocks",
-           "continuous_findings", "is_continuous_metric", "outlier_finding"]
+__all__ = ["CONTINUOUS_FLOORS", "CONTINUOUS_PREFIXES", "CRITICAL_Q", "CRITICAL_RATIO", "Z_MIN", "ContinuousHit",
+           "ContinuousTest", "continuous_blocks", "continuous_findings", "is_continuous_metric", "outlier_finding"]
 
 _RATE = operator.attrgetter("rate")
 _NOUN = {"rdma": "ports", "netdev": "interfaces", "nvlink": "links", "pcie": "devices", "gpu": "GPUs"}
@@ -165,20 +165,20 @@ def continuous_findings(zblocks: list[_ZBlock], q_all: np.ndarray, alpha: float,
     return findings
 
 
-class _Hit(NamedTuple):
+class ContinuousHit(NamedTuple):
     """One component's counter that stood out: its q and p, its group, the test and where it sits in the block."""
 
     q: float
     p: float
     key: GroupKey
-    test: _Test
+    test: ContinuousTest
     count_test: stats.CountTest
     unit: str
     n: int
     index: int
 
 
-class _Test:
+class ContinuousTest:
     __slots__ = ("component", "count", "exposure", "gb", "host", "interval", "sample")
 
     def __init__(self, host: str, component: str, sample: MetricSample, count: float, interval: float,
@@ -187,7 +187,7 @@ class _Test:
         self.interval, self.gb, self.exposure = interval, gb, interval
 
 
-def outlier_finding(host: str, component: str, found: list[_Hit], efa: float) -> Finding:
+def outlier_finding(host: str, component: str, found: list[ContinuousHit], efa: float) -> Finding:
     """The `fleet-outlier` finding of one component, from its counters that stood out (most significant first)."""
     evidence: list[Evidence] = []
     best_q = found[0].q

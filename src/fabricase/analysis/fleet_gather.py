@@ -21,18 +21,26 @@ from fabricase.models import MetricSample
 
 __all__ = [
     "CLASS_METRICS",
+    "CLASS_NAMES",
+    "DELTA_OF",
     "ERROR_TOKENS",
     "EXCLUDE_TOKENS",
     "IDLE_FLOOR",
     "TRAFFIC_METRICS",
     "TRAFFIC_SCALED_TOKENS",
+    "METRIC_OF",
+    "CountBlock",
     "GroupKey",
     "SampleLayout",
     "classes_of",
+    "count_blocks",
+    "gather_counters",
+    "group_of",
     "host_intervals",
     "is_error_metric",
     "is_traffic_scaled",
     "layout_of",
+    "picker",
 ]
 
 # A counter is an error counter when its metric name contains one of these ...
@@ -101,7 +109,7 @@ class GroupKey(NamedTuple):
 
 
 @dataclass
-class _CountBlock:
+class CountBlock:
     """One comparable group's count test: members in order, their counts and exposures, the test and its unit."""
 
     key: GroupKey
@@ -120,7 +128,7 @@ class _CountBlock:
 
 
 @functools.lru_cache(maxsize=4096)
-def _group_of(component: str, metric: str) -> tuple[str, str] | None:
+def group_of(component: str, metric: str) -> tuple[str, str] | None:
     return (_family(component), metric) if is_error_metric(metric) else None
 
 
@@ -132,12 +140,12 @@ CLASS_METRICS: dict[str, tuple[str, ...]] = {
     "netdev": ("speed",),
 }
 _CLASS_UNITS = {"link.speed_gbps": "Gb/s", "speed": "Mb/s"}
-_CLASS_NAMES = frozenset(m for metrics in CLASS_METRICS.values() for m in metrics)
+CLASS_NAMES = frozenset(m for metrics in CLASS_METRICS.values() for m in metrics)
 
 
-_COMPONENT, _METRIC = operator.attrgetter("component"), operator.attrgetter("metric")
+_COMPONENT, METRIC_OF = operator.attrgetter("component"), operator.attrgetter("metric")
 _NOTE_VALUE = operator.attrgetter("note", "value")
-_DELTA, _RATE = operator.attrgetter("delta"), operator.attrgetter("rate")
+DELTA_OF, _RATE = operator.attrgetter("delta"), operator.attrgetter("rate")
 
 
 class SampleLayout(NamedTuple):
@@ -160,13 +168,13 @@ def _layout(comps: tuple[str, ...], metrics: tuple[str, ...]) -> SampleLayout:
     err, cont, traffic, cls = [], [], [], []
     for i, (comp, metric) in enumerate(zip(comps, metrics, strict=True)):
         family = _family(comp)
-        if _group_of(comp, metric) is not None:
+        if group_of(comp, metric) is not None:
             err.append(i)
         elif is_continuous_metric(metric):
             cont.append(i)
         if metric in TRAFFIC_METRICS:
             traffic.append((i, comp))
-        if metric in _CLASS_NAMES and metric in CLASS_METRICS.get(family, ()):
+        if metric in CLASS_NAMES and metric in CLASS_METRICS.get(family, ()):
             cls.append((i, comp, metric, _CLASS_UNITS.get(metric, "")))
     pairs = [(comps[i], metrics[i]) for i in err]
     members: dict[str, set[str]] = defaultdict(set)
@@ -178,7 +186,7 @@ def _layout(comps: tuple[str, ...], metrics: tuple[str, ...]) -> SampleLayout:
 
 
 def layout_of(samples: list[MetricSample]) -> SampleLayout:
-    return _layout(tuple(map(_COMPONENT, samples)), tuple(map(_METRIC, samples)))
+    return _layout(tuple(map(_COMPONENT, samples)), tuple(map(METRIC_OF, samples)))
 
 
 def _parts(samples: list[MetricSample], lay: SampleLayout) -> tuple[str | None, ...]:
@@ -227,7 +235,7 @@ class _Counters(NamedTuple):
     members: dict[str, int]  # by family, the (host, component) with error counters (when every delta is known)
 
 
-def _gather(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[str, float] | None,
+def gather_counters(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[str, float] | None,
             ) -> tuple[_Counters, dict[GroupKey, dict[tuple[str, str], MetricSample]]]:
     """The capture's error counters (columns) and continuous rates by comparable group. Per host, the work is
     a cached layout's, a few C-level maps and the handful of class gauges, traffic counters and rates."""
@@ -249,7 +257,7 @@ def _gather(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[
         numbered = by_layout.get(id(lay))
         if numbered is None or numbered[0] is not lay:
             numbered = by_layout[id(lay)] = (lay, np.fromiter(
-                (cid.setdefault(c, len(cid)) for c, _f, _m in lay.err_names), np.intp, len(lay.err)), _picker(lay.err))
+                (cid.setdefault(c, len(cid)) for c, _f, _m in lay.err_names), np.intp, len(lay.err)), picker(lay.err))
         parts = _parts(samples, lay)
         classed = by_class.get((id(lay), parts))
         if classed is None:
@@ -281,7 +289,7 @@ def _gather(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[
                      list(gid), traffic_by_host, dups, dict(members)), continuous
 
 
-def _picker(positions: tuple[int, ...]) -> Callable[[list], tuple]:
+def picker(positions: tuple[int, ...]) -> Callable[[list], tuple]:
     """The items at `positions`, as a tuple, in one C call (itemgetter returns a bare item for one position)."""
     if len(positions) > 1:
         return operator.itemgetter(*positions)
@@ -296,7 +304,7 @@ def _intervals(rows: list[MetricSample], host: np.ndarray,
                default: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row's delta, whether it has one (None is not NaN) and its interval: delta / rate when both are
     positive, else its host's (NaN when none)."""
-    delta = np.array(list(map(_DELTA, rows)), float)
+    delta = np.array(list(map(DELTA_OF, rows)), float)
     known = ~np.isnan(delta)
     if not known.all():  # only a delta of None is left out; one of NaN goes on as it always did
         known = np.fromiter((s.delta is not None for s in rows), bool, len(rows))
@@ -309,8 +317,8 @@ def _intervals(rows: list[MetricSample], host: np.ndarray,
     return delta, known, interval
 
 
-def _count_blocks(c: _Counters, min_group: int,
-                  ) -> tuple[list[_CountBlock], list[tuple[str, int]], set[str], int, dict[str, int]]:
+def count_blocks(c: _Counters, min_group: int,
+                  ) -> tuple[list[CountBlock], list[tuple[str, int]], set[str], int, dict[str, int]]:
     """Each group large enough to judge, tested: (blocks, small groups as (family, +-n), judged families, number
     of components in judged groups where nothing moved, and by family the number of components with error
     counters). A group is sized and checked with bincounts; only one where something moved is ordered."""
@@ -327,7 +335,7 @@ def _count_blocks(c: _Counters, min_group: int,
     small: list[tuple[str, int]] = []
     judged_families: set[str] = set()
     untested = 0
-    blocks: list[_CountBlock] = []
+    blocks: list[CountBlock] = []
     comp_rank = None
     for g in sorted(range(len(c.keys)), key=c.keys.__getitem__):
         key, n = c.keys[g], size[g]
@@ -352,7 +360,7 @@ def _count_blocks(c: _Counters, min_group: int,
     return blocks, small, judged_families, untested, _family_members(c)
 
 
-def _count_block(c: _Counters, key: GroupKey, sel: np.ndarray, counts: np.ndarray) -> _CountBlock:
+def _count_block(c: _Counters, key: GroupKey, sel: np.ndarray, counts: np.ndarray) -> CountBlock:
     """One judged group where something moved: its members by name, exposures and count test."""
     where = list(zip(c.host[sel].tolist(), c.comp[sel].tolist(), strict=True))
     order = [(c.hosts[h], c.comps[k]) for h, k in where]
@@ -364,7 +372,7 @@ def _count_block(c: _Counters, key: GroupKey, sel: np.ndarray, counts: np.ndarra
         med = float(np.median(gb_moved))
         if med > 0:
             exposure, unit = np.maximum(gb_moved, IDLE_FLOOR * med), "GB"
-    return _CountBlock(key, order, [c.samples[i] for i in sel.tolist()], intervals, gbs, counts, exposure,
+    return CountBlock(key, order, [c.samples[i] for i in sel.tolist()], intervals, gbs, counts, exposure,
                        stats.count_test(counts, exposure), unit)
 
 

@@ -28,7 +28,7 @@ from fabricase.probe.model import PAIR_KINDS, PROBE_NAME, ProbeDoc, ProbeTest, i
 
 __all__ = [
     "MAX_PROBE_BYTES", "BisectSet", "HostSuspect", "ProbeAnalysis", "ProbeMeasure", "analyze_measures", "load_probe",
-    "probe_analysis", "probe_findings", "probe_measures",
+    "item_text", "one_line", "probe_analysis", "probe_findings", "probe_measures",
 ]  # fmt: skip
 
 MAX_PROBE_BYTES = 16 * MIB  # probe.json is a plan and outcomes; a bigger one is not ours
@@ -132,7 +132,7 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number probe.json allows")
 
 
-def _item_text(capture: Capture, host: str, source: str) -> tuple[str | None, str | None]:
+def item_text(capture: Capture, host: str, source: str) -> tuple[str | None, str | None]:
     """An item's text, or (None, why): the host or item is missing, too big, or unreadable."""
     hc = capture.host(host)
     if hc is None:
@@ -166,7 +166,7 @@ def _figure(test: ProbeTest, text: str) -> tuple[float | None, int | None, float
     return (None if row is None else row.busbw), (None if row is None else row.size), wrong, errors
 
 
-def _one_line(text: str | None, limit: int = 200) -> str:
+def one_line(text: str | None, limit: int = 200) -> str:
     return "".join(c if c.isprintable() else " " for c in " ".join((text or "").split()))[:limit]
 
 
@@ -177,9 +177,9 @@ def _measure(capture: Capture, result) -> tuple[ProbeMeasure, NcclLog | None]:
     source = item_source(test.id)
     base = dict(test=test, status=result.status, metric=metric, unit=unit, source=source)
     if result.status in ("interrupted", "skipped"):
-        return ProbeMeasure(**base, value=None, reason=_one_line(f"{result.status}: {result.error or ''}"),
+        return ProbeMeasure(**base, value=None, reason=one_line(f"{result.status}: {result.error or ''}"),
                             judged=False), None
-    text, why = _item_text(capture, test.reporter, source)
+    text, why = item_text(capture, test.reporter, source)
     value = size = wrong = None
     errors: list[str] = []
     log = None
@@ -196,14 +196,14 @@ def _measure(capture: Capture, result) -> tuple[ProbeMeasure, NcclLog | None]:
         value = round(float(value), 3)
     said = " ".join(filter(None, [result.error, *errors[:3]]))
     if _COULD_NOT_RUN.search(said) or (result.status == "failed" and text is None):
-        return ProbeMeasure(**base, value=None, reason=_one_line(said or why or "failed"), judged=False,
+        return ProbeMeasure(**base, value=None, reason=one_line(said or why or "failed"), judged=False,
                             could_not_run=True), log
     if result.status == "timed-out":
-        return ProbeMeasure(**base, value=None, reason=_one_line(f"timed out: {result.error or ''}")), log
+        return ProbeMeasure(**base, value=None, reason=one_line(f"timed out: {result.error or ''}")), log
     if result.status == "failed":
-        return ProbeMeasure(**base, value=None, reason=_one_line(f"failed: {said}"), size=size, wrong=wrong), log
+        return ProbeMeasure(**base, value=None, reason=one_line(f"failed: {said}"), size=size, wrong=wrong), log
     if value is None:  # ok, but no figure in its item: the capture lacks the evidence, not the fabric the speed
-        return ProbeMeasure(**base, value=None, reason=_one_line(why or f"no result in {source}"), judged=False,
+        return ProbeMeasure(**base, value=None, reason=one_line(why or f"no result in {source}"), judged=False,
                             wrong=wrong), log
     return ProbeMeasure(**base, value=value, size=size, wrong=wrong), log
 
@@ -277,7 +277,7 @@ def _pair_flags(measures: list[ProbeMeasure], doc: ProbeDoc) -> tuple[dict, dict
                 baseline[m.test.id] = statistics.median(known)
     values = [m.value for ms in groups.values() for m in ms if m.value is not None]
     reason = (f"every pair test ({len(slow)}) was below {judge.PAIR_FRACTION:.0%} of the expected rate "
-              f"({_one_line(str(doc.expected.get('pair_basis') or doc.expected.get('pair_gbps')), 120)}); median "
+              f"({one_line(str(doc.expected.get('pair_basis') or doc.expected.get('pair_gbps')), 120)}); median "
               f"{_fmt(statistics.median(values) if values else None, 'Gb/s')}")  # fmt: skip
     return groups, slow, baseline, reason + ("" if not outliers else f"; {outliers} stood out even so")
 
@@ -381,7 +381,7 @@ def _bisect_suspects(sets: list[BisectSet], doc: ProbeDoc) -> tuple[dict[str, Bi
         return named, None
     root = roots[0].measure
     subsets = sum(s.depth > 1 for s in sets)
-    against = _one_line(str(doc.expected.get("busbw_basis") or _fmt(_expected(doc, "busbw_gbs"), "GB/s")), 120)
+    against = one_line(str(doc.expected.get("busbw_basis") or _fmt(_expected(doc, "busbw_gbs"), "GB/s")), 120)
     reason = (f"the whole set of {len(root.test.hosts)} hosts was slow ({_fmt(root.value, 'GB/s')} against "
               f"{against}) and " + (f"none of its {subsets} subsets was" if subsets else "no subset ran") +
               ": a scale or spine effect, no single host")  # fmt: skip

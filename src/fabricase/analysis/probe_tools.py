@@ -3,7 +3,7 @@ returned wrong data (nccl-tests #wrong), and `dcgmi diag` results (--test gpu)."
 
 from __future__ import annotations
 
-from fabricase.analysis.probe import ProbeMeasure, _item_text, _one_line
+from fabricase.analysis.probe import ProbeMeasure, item_text, one_line
 from fabricase.models import Capture, Evidence, Finding, Severity
 from fabricase.probe.model import PAIR_KINDS, ProbeDoc, item_source
 
@@ -51,13 +51,13 @@ def dcgm_findings(capture: Capture, doc: ProbeDoc) -> list[Finding]:
         if result.test.kind != "dcgmi" or result.status != "ok":
             continue
         source = item_source(result.test.id)
-        text, _why = _item_text(capture, result.test.reporter, source)
+        text, _why = item_text(capture, result.test.reporter, source)
         for r in parse_dcgmi_diag(text):
             severity = _DCGM_SEVERITY.get(r.result.strip().lower())
             if severity is None:
                 continue
             for comp in [f"gpu:{g}" for g in r.gpus] or ["host"]:
-                summary = _one_line(f"{comp}: dcgmi diag {r.test}: {r.result}" + (f": {r.detail}" if r.detail else ""),
+                summary = one_line(f"{comp}: dcgmi diag {r.test}: {r.result}" + (f": {r.detail}" if r.detail else ""),
                                     300)
                 evidence = [Evidence("dcgm.diag", r.result, "state", baseline="Pass", source=source, snapshot=0)]
                 out.append(Finding("dcgm-health", severity, result.test.reporter, comp, summary, evidence, 0.85))

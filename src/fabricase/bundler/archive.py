@@ -48,6 +48,7 @@ __all__ = [
     "capture_record_of",
     "index_commands",
     "manifest_bytes",
+    "write_atomically",
 ]
 
 BUNDLE_FORMAT = "fabricase-bundle"
@@ -107,7 +108,7 @@ def _build(capture_root: Path, out: Path, extras: list[_Member], mtime: int) -> 
     _check_caps(members, out)
     manifest = manifest_bytes(members, _capture_format_version(capture_root), capture_record(capture_root),
                               _summary_of(capture_root))
-    _write_atomically(out, lambda fh: _write_archive(fh, manifest, members, mtime))
+    write_atomically(out, lambda fh: _write_archive(fh, manifest, members, mtime))
     return Bundle(
         path=out,
         bundle_id=hashlib.sha256(manifest).hexdigest(),
@@ -364,7 +365,7 @@ class _HashingReader:
         return self._digest.hexdigest()
 
 
-def _write_atomically(out: Path, write: Callable[[BinaryIO], None]) -> None:
+def write_atomically(out: Path, write: Callable[[BinaryIO], None]) -> None:
     """Write through a temporary file beside `out`, then rename: readers never see half a bundle."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

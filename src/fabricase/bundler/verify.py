@@ -27,7 +27,7 @@ from fabricase.bundler.archive import (
     DIR_MODE,
     FILE_MODE,
     MANIFEST_NAME,
-    _write_atomically,  # the one atomic writer: a joined bundle appears whole or not at all
+    write_atomically,  # the one atomic writer: a joined bundle appears whole or not at all
 )
 from fabricase.bundler.capture_check import capture_problems, form_problem
 from fabricase.bundler.framing import tar_end_problems
@@ -304,7 +304,7 @@ def join_parts(parts: list[Path], out: Path) -> Path:
     if problems:
         raise VerifyError(f"cannot join: {problems[0]}", where=str(out), problems=problems)
     parent = next(iter(docs.values()))[1]["parent"]
-    _write_atomically(Path(out), lambda fh: _join_into(fh, [docs[k] for k in sorted(docs)], parent, Path(out)))
+    write_atomically(Path(out), lambda fh: _join_into(fh, [docs[k] for k in sorted(docs)], parent, Path(out)))
     return Path(out)
 
 

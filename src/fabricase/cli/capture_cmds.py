@@ -22,13 +22,13 @@ _PROVIDERS = ProviderChoice()  # the registry's names, read when parsed: a plug-
 _SEVERITIES = click.Choice([s.value for s in Severity])
 
 
-def _load(path: str):
+def load_source(path: str):
     from fabricase.pipeline import load_input
 
     return load_input(Path(path))
 
 
-def _placements(capture, source: str, inventory: Path | None):
+def placements_for(capture, source: str, inventory: Path | None):
     """resolve_placements, with a bundle's malformed placements.json named as the bundle's member (the
     folder it was extracted to is temporary)."""
     from fabricase.capturedir import PLACEMENTS_FILE
@@ -46,7 +46,7 @@ _findings_option = click.option("--findings", "show_findings", is_flag=True,
                                 help="Also print the raw findings behind the suspects, one row each.")
 
 
-def _diagnose(capture, placements):
+def diagnose_for(capture, placements):
     """Findings and the diagnosis built from them (pipeline.diagnose_capture), topology from the placements."""
     from fabricase.pipeline import diagnose_capture
     from fabricase.placements import topology_of
@@ -87,8 +87,8 @@ def collect(out_dir, inventory, show_findings, as_json, **target):
     if inventory is not None:
         stored = write_placements(capture.root, inventory_placements(inventory, [h.host for h in capture.hosts]))
     ok = sum(h.status == HostStatus.OK for h in capture.hosts)
-    placements, _ = _placements(capture, str(capture.root), None)
-    analysis = _diagnose(capture, placements)
+    placements, _ = placements_for(capture, str(capture.root), None)
+    analysis = diagnose_for(capture, placements)
     if as_json:
         emit_json({"capture_dir": str(capture.root), "hosts": _collected_hosts_json(capture),
                    "placements": str(stored) if stored else None,
@@ -110,7 +110,7 @@ def _collected_hosts_json(capture) -> list[dict]:
              "items": h.item_count if hasattr(h, "item_count") else len(h.items)} for h in capture.hosts]
 
 
-_inventory_option = click.option(
+inventory_option = click.option(
     "--inventory", type=click.Path(path_type=Path, dir_okay=False), default=None,
     help="Static inventory JSON ({\"hosts\": {host: {\"switch\", \"rack\"}}}) for topology correlation, over "
          "the placements stored in the capture (default: those, else inventory.json in the config directory).")
@@ -118,7 +118,7 @@ _inventory_option = click.option(
 
 @cli.command()
 @click.argument("source", metavar="DIR|BUNDLE")
-@_inventory_option
+@inventory_option
 @_findings_option
 @click.option("--json", "as_json", is_flag=True,
               help="Print the verdict, suspects, background and raw findings as JSON on stdout.")
@@ -131,11 +131,11 @@ def analyze(source, inventory, show_findings, as_json):
     directory, its placements are stored in the capture for later analyses and bundles."""
     from fabricase.placements import store_placements
 
-    capture = _load(source)
-    placements, topology = _placements(capture, source, inventory)
+    capture = load_source(source)
+    placements, topology = placements_for(capture, source, inventory)
     if inventory is not None and Path(source).is_dir():
         topology = store_placements(capture, placements, topology)
-    analysis = _diagnose(capture, placements)
+    analysis = diagnose_for(capture, placements)
     left_out = capture_summary(capture.root)  # a summary bundle: the hosts it left out, said once
     if as_json:
         emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture), "topology": topology.to_dict(),
@@ -280,9 +280,9 @@ def bundle(source, out, provider, symptom, pseudonymize, summary, full_bundle, u
 
     form, target = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get,
                                  no_upload, _configured_bundle(bool(upload_to or upload_url or no_upload)))
-    capture = _load(source)
-    placements, _ = _placements(capture, source, None)
-    analysis = _diagnose(capture, placements)
+    capture = load_source(source)
+    placements, _ = placements_for(capture, source, None)
+    analysis = diagnose_for(capture, placements)
     draft = make_draft(capture, analysis.findings, provider=provider, symptom=symptom,
                        severity=severity_of(analysis.diagnosis), placements=placements, bundle_id=None,
                        escalation_id=None, diagnosis=analysis.diagnosis)
@@ -364,9 +364,9 @@ def draft(source, provider, symptom, severity, as_json):
     send (redacted, and fitted to the desk's length limit), less the bundle id that filing adds."""
     from fabricase.escalate import desk_of, fit_draft, make_draft, make_redactor, redact_draft, severity_of, template_of
 
-    capture = _load(source)
-    placements, _ = _placements(capture, source, None)
-    analysis = _diagnose(capture, placements)
+    capture = load_source(source)
+    placements, _ = placements_for(capture, source, None)
+    analysis = diagnose_for(capture, placements)
     desk = desk_of(provider, paths())
     d = make_draft(capture, analysis.findings, provider=template_of(provider, desk), symptom=symptom,
                    severity=Severity(severity) if severity else severity_of(analysis.diagnosis),

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from fabricase.cli.app import capture_from_targets, cli, paths, target_options
-from fabricase.cli.capture_cmds import _inventory_option, _load, _placements
+from fabricase.cli.capture_cmds import inventory_option, load_source, placements_for
 from fabricase.cli.options import bounded
 from fabricase.cli.output import echo_line, emit_json, err_console, hosts_json, out_console
 from fabricase.errors import CaptureInterrupted, FabricaseError, TrackerError
@@ -52,7 +52,7 @@ def _export(capture: Capture, source: str, inventory: Path | None, out_dir: Path
     from fabricase.pipeline import diagnose_capture
     from fabricase.placements import topology_of
 
-    placed = _placements(capture, source, inventory)[0] if placements else []
+    placed = placements_for(capture, source, inventory)[0] if placements else []
     analysis = diagnose_capture(capture, topology_of(placed), placed)
     metric_families = capture_families(capture, analysis.findings, exported_samples(capture), placed,
                                        _escalations(escalations), diagnosis=analysis.diagnosis)
@@ -101,7 +101,7 @@ def _export_filter(errors_only: bool, no_totals: bool, include: tuple[str, ...],
 @click.option("--root", "root", default="", hidden=True,
               help="With --self: read host files under this folder instead of / (golden host trees, tests).")
 @_filter_options
-@_inventory_option
+@inventory_option
 @_escalations_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON on stdout.")
 def export(source, out_dir, node_local, interval_s, root, errors_only, no_totals, include, exclude, inventory,
@@ -124,7 +124,7 @@ def export(source, out_dir, node_local, interval_s, root, errors_only, no_totals
     elif source is None:
         raise click.UsageError("give the capture to export (DIR|BUNDLE), or --self for this node")
     else:
-        result = _export(_load(source), source, inventory, out_dir, escalations, keep)
+        result = _export(load_source(source), source, inventory, out_dir, escalations, keep)
     if as_json:
         emit_json({**_public(result), "filter": keep.describe()})
     else:
@@ -147,7 +147,7 @@ def _sleep(seconds: float) -> None:
               help="Also serve /metrics on this address, e.g. 127.0.0.1:9464 (the textfile is written either way).")
 @click.option("--count", default=None, **bounded("--count", "Stop after this many rounds."))
 @_filter_options
-@_inventory_option
+@inventory_option
 @_escalations_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line per round on stdout.")
 @click.pass_context

@@ -186,7 +186,7 @@ def probe(out_dir, as_json, **values):
     across the hosts and, when it falls short, a bisection down to the slow host. Every output is stored in the
     capture with the plan (probe.json), so `analyze`, `report` and `open --replay` read it again. Loads the
     hosts' NICs and GPUs: run it on your own nodes (inside your Slurm job with --job)."""
-    from fabricase.cli.capture_cmds import _diagnose, _placements
+    from fabricase.cli.capture_cmds import diagnose_for, placements_for
     from fabricase.cli.screen import diagnosis_json, print_diagnosis
 
     probe_values, target = split_probe_values(values)
@@ -197,8 +197,8 @@ def probe(out_dir, as_json, **values):
         target["collectors"] = PRE_CAPTURE + (GPU_CAPTURE if gpu else ())
     capture = capture_from_targets(target, out_dir, quiet=as_json, analyze_hosts=False)
     doc, capture = run_probe_on(capture, target, probe_values, quiet=as_json)
-    placements, _ = _placements(capture, str(capture.root), None)
-    analysis = _diagnose(capture, placements)
+    placements, _ = placements_for(capture, str(capture.root), None)
+    analysis = diagnose_for(capture, placements)
     if as_json:
         emit_json({"capture_dir": str(capture.root), "hosts": hosts_json(capture), "probe": doc.to_dict(),
                    "findings": [f.to_dict() for f in analysis.findings], **diagnosis_json(analysis.diagnosis)})

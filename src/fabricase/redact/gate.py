@@ -90,7 +90,8 @@ def _bytes(data: bytes) -> bytes:
 
 def _is_redacted_bundle(path: Path) -> bool:
     """A fabricase bundle (or bundle part) that verifies and whose members were redacted when it was built."""
-    from fabricase.bundler.verify import MANIFEST_NAME, verify_bundle
+    from fabricase.bundler.archive import MANIFEST_NAME
+    from fabricase.bundler.verify import verify_bundle
     from fabricase.redact import REDACTION_NAME
 
     try:
