@@ -35,9 +35,21 @@ from fabricase.collectors.framing import MAX_SNAPSHOT
 from fabricase.errors import CaptureError, CorruptItemError
 from fabricase.models import CaptureItem
 
-__all__ = ["INDEX_FILE", "INDEX_VERSION", "IndexTable", "decode_index", "encode_columns", "encode_index",
-           "index_records",
-           "records_index"]
+__all__ = [
+    "FLAG_DURATION",
+    "FLAG_OFFSET",
+    "FLAG_RC",
+    "FLAG_TRUNCATED",
+    "INDEX_FILE",
+    "INDEX_MAGIC",
+    "INDEX_VERSION",
+    "IndexTable",
+    "decode_index",
+    "encode_columns",
+    "encode_index",
+    "index_records",
+    "records_index",
+]
 
 INDEX_FILE = "index.fci"
 INDEX_VERSION = 1

@@ -49,8 +49,19 @@ if TYPE_CHECKING:
     from fabricase.tracker.store import Coverage, Tracker
 
 __all__ = [
-    "EscalationPlan", "Located", "OpenResult", "Recorded", "Rendered", "attach_capture", "locate", "open_escalation",
-    "plan", "record", "render", "run",
+    "EscalationPlan",
+    "Located",
+    "OpenResult",
+    "Recorded",
+    "Rendered",
+    "attach_capture",
+    "locate",
+    "open_escalation",
+    "plan",
+    "rebuild",
+    "record",
+    "render",
+    "run",
 ]  # fmt: skip
 
 

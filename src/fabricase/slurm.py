@@ -21,6 +21,7 @@ from fabricase.errors import TargetError
 __all__ = [
     "ENDED_STATES",
     "SlurmJob",
+    "expand_nodelist",
     "job_from_records",
     "parse_hostnames",
     "parse_scontrol_records",

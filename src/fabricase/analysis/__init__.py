@@ -26,6 +26,7 @@ from fabricase.models import Capture, CaptureItem, Finding, HostCapture, HostSta
 
 __all__ = [
     "ANALYZERS",
+    "BACKGROUND_KINDS",
     "Analyzer",
     "HostAnalysisError",
     "analyze",

@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 
 from fabricase.collectors.base import Collector, CommandSpec, FileSpec
 
-__all__ = ["CapturePlan", "FRAME_MAGIC", "STDERR_CAP", "compile_script", "hoist_guards"]
+__all__ = [
+    "FRAME_MAGIC",
+    "STDERR_CAP",
+    "CapturePlan",
+    "CommandSpec",
+    "compile_script",
+    "hoist_guards",
+]
 
 FRAME_MAGIC = b"@@FC1"
 STDERR_CAP = 8192

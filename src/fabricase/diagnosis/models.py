@@ -11,7 +11,15 @@ from fabricase.models import Severity
 if TYPE_CHECKING:
     from fabricase.analysis.power import PowerStatement
 
-__all__ = ["Background", "Diagnosis", "HostHardware", "HostOutcome", "Owner", "Suspect"]
+__all__ = [
+    "OWNERS",
+    "Background",
+    "Diagnosis",
+    "HostHardware",
+    "HostOutcome",
+    "Owner",
+    "Suspect",
+]
 
 # Who repairs or reconfigures it. A cloud desk is given only provider-owned suspects.
 Owner = str  # "provider" | "operator" | "application"

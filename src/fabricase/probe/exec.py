@@ -31,7 +31,17 @@ from datetime import UTC, datetime
 
 from fabricase.transports.ssh import normalize_ssh_options, ssh_command
 
-__all__ = ["TAG_VAR", "Exec", "LocalExec", "Outcome", "Running", "SshExec", "remote_script", "sweep_script"]
+__all__ = [
+    "KILL_GRACE_S",
+    "TAG_VAR",
+    "Exec",
+    "LocalExec",
+    "Outcome",
+    "Running",
+    "SshExec",
+    "remote_script",
+    "sweep_script",
+]
 
 TAG_VAR = "FABRICASE_PROBE"
 _TAG = re.compile(r"[A-Za-z0-9._-]{1,80}")

@@ -32,7 +32,13 @@ from fabricase.probe.facts import host_facts
 from fabricase.probe.model import ProbeDoc, ProbeResult, ProbeTest, item_source, server_item_source
 from fabricase.probe.store import NewItem, append_items, write_probe_doc
 
-__all__ = ["RDMA_TOOLS", "STAGE_NAMES", "ProbeOptions", "run_probe"]
+__all__ = [
+    "RDMA_TOOLS",
+    "STAGE_NAMES",
+    "Probe",
+    "ProbeOptions",
+    "run_probe",
+]
 
 STAGE_NAMES = ("rdma", "tcp", "nccl", "gpu")
 RDMA_TOOLS = ("ib_write_bw", "ib_read_bw", "ib_send_bw")

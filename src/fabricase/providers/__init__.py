@@ -32,9 +32,26 @@ if TYPE_CHECKING:
     from fabricase.providers.desks.base import Desk
 
 __all__ = [
-    "ENTRY_POINT_GROUPS", "PROVIDERS", "Feature", "FilingResult", "Provider", "Registration", "declared",
-    "declaring_class", "desk_keys", "get_provider", "install_hint", "missing_sdk", "provider_class",
-    "provider_names", "refresh_plugins", "registration", "registrations", "ticket_template_name",
+    "ENTRY_POINT_GROUPS",
+    "PROVIDERS",
+    "Feature",
+    "FilingResult",
+    "Provider",
+    "Registration",
+    "declared",
+    "declaring_class",
+    "desk_keys",
+    "get_provider",
+    "install_hint",
+    "load_class",
+    "missing_sdk",
+    "provider_class",
+    "provider_names",
+    "refresh_plugins",
+    "registration",
+    "registrations",
+    "sdk_hint",
+    "ticket_template_name",
 ]  # fmt: skip
 
 Kind = Literal["provider", "desk"]

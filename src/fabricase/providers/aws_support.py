@@ -22,9 +22,24 @@ from fabricase.providers.base import CaseComment
 from fabricase.templates.severity import DeskSeverity, scale_for
 
 __all__ = [
-    "CASE_STATES", "CaseCodes", "UPLOAD_IDS_MAX", "UploadGroup", "case_state", "comments_of", "console_url",
-    "fetch_codes", "load_codes", "pick_category", "pick_severity", "plan_uploads", "read_cache", "read_part",
-    "split_to", "upload_by_links", "upload_set",
+    "CASE_STATES",
+    "DEFAULT_SERVICE",
+    "UPLOAD_IDS_MAX",
+    "CaseCodes",
+    "UploadGroup",
+    "case_state",
+    "comments_of",
+    "console_url",
+    "fetch_codes",
+    "load_codes",
+    "pick_category",
+    "pick_severity",
+    "plan_uploads",
+    "read_cache",
+    "read_part",
+    "split_to",
+    "upload_by_links",
+    "upload_set",
 ]  # fmt: skip
 
 # AWS case status (DescribeCases `status`) -> fabricase state. A status not listed stays open: waiting-provider.

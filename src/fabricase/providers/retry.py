@@ -32,9 +32,24 @@ from typing import Any, TypeVar
 from fabricase.errors import ProviderError
 
 __all__ = [
-    "ATTEMPTS", "MAX_RETRY_AFTER_S", "NOT_IMPLEMENTED", "THROTTLING_CODES", "TRANSIENT_CODES", "TRANSIENT_ERRORS",
-    "TRANSIENT_STATUSES", "call_with_retries", "create_with_reconcile", "headers_of", "http_status", "is_transient",
-    "mark_sdk_retried", "not_an_api_response", "retry_after", "sdk_retried",
+    "ATTEMPTS",
+    "BASE_DELAY_S",
+    "MAX_DELAY_S",
+    "MAX_RETRY_AFTER_S",
+    "NOT_IMPLEMENTED",
+    "THROTTLING_CODES",
+    "TRANSIENT_CODES",
+    "TRANSIENT_ERRORS",
+    "TRANSIENT_STATUSES",
+    "call_with_retries",
+    "create_with_reconcile",
+    "headers_of",
+    "http_status",
+    "is_transient",
+    "mark_sdk_retried",
+    "not_an_api_response",
+    "retry_after",
+    "sdk_retried",
 ]  # fmt: skip
 
 T = TypeVar("T")

@@ -26,8 +26,15 @@ from fabricase.providers.desks import Desk, make_desk
 from fabricase.providers.desks.outbox import CASE_PREFIX, OUTBOX_STATUS, OutboxDesk
 
 __all__ = [
-    "CASE_PREFIX", "INVENTORY_FILES", "OUTBOX_STATUS", "TOPOLOGY_FIELDS", "StaticProvider", "config_inventory",
-    "load_inventory", "placements_from_inventory",
+    "CASE_PREFIX",
+    "INVENTORY_FILE",
+    "INVENTORY_FILES",
+    "OUTBOX_STATUS",
+    "TOPOLOGY_FIELDS",
+    "StaticProvider",
+    "config_inventory",
+    "load_inventory",
+    "placements_from_inventory",
 ]  # fmt: skip
 
 INVENTORY_FILE = "inventory.json"

@@ -21,9 +21,23 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["NODESET", "NODESET_CHARS_MAX", "NODESET_LIST_MAX", "PSEUDONYM_KINDS", "HostPrefixes", "PseudonymRule",
-           "expand_nodeset", "folded_sets", "host_pattern", "host_prefilter", "nodeset_size", "pseudonym_rules",
-           "trie_pattern"]
+__all__ = [
+    "NODESET",
+    "NODESET_CHARS_MAX",
+    "NODESET_LIST_MAX",
+    "PSEUDONYM_KINDS",
+    "TOKEN",
+    "TOKEN_HEX",
+    "HostPrefixes",
+    "PseudonymRule",
+    "expand_nodeset",
+    "folded_sets",
+    "host_pattern",
+    "host_prefilter",
+    "nodeset_size",
+    "pseudonym_rules",
+    "trie_pattern",
+]
 
 PSEUDONYM_KINDS = ("host", "gid", "mac", "guid", "ip6", "ip4", "user", "nodeset")
 TOKEN_HEX = 10

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from fabricase.redact.lines import WINDOW_MIN, ascii_lower, literal_hits, on_lines, on_runs, token_runs
 from fabricase.redact.vendors import TOKEN_FORMATS, TokenFormat, token_regex
 
-__all__ = ["SECRET_KINDS", "SECRET_RULES", "SecretRule", "marker"]
+__all__ = [
+    "SECRET_KINDS",
+    "SECRET_RULES",
+    "SecretRule",
+    "marker",
+    "redact_secrets",
+]
 
 
 @dataclass(frozen=True)

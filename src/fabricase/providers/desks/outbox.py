@@ -16,7 +16,13 @@ from fabricase.models import EscalationState, TicketDraft
 from fabricase.providers.base import CheckResult, Feature, FilingResult
 from fabricase.providers.desks.base import Desk
 
-__all__ = ["CASE_PREFIX", "OUTBOX_STATUS", "OutboxDesk"]
+__all__ = [
+    "CASE_PREFIX",
+    "OUTBOX_STATUS",
+    "RESOLVED_MARKER",
+    "OutboxDesk",
+    "write_atomic",
+]
 
 CASE_PREFIX = "outbox-"
 OUTBOX_STATUS = "written-to-outbox"
