@@ -78,7 +78,9 @@ def test_without_the_client_certificate_the_server_refuses_and_collect_says_so(c
     assert code != 0 and front.refused >= 1, err
     assert cluster.state.execs == []
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    assert "wants a client certificate" in err, err
+    # The alert, or an EOF or a reset in its place (TLS 1.3 refuses after the client's handshake is done):
+    # each is worded as the client certificate it is about.
+    assert "client certificate" in err, err
 
 
 def test_a_server_the_ca_did_not_sign_is_refused_in_one_line(cluster, front, pki, tmp_path, monkeypatch):

@@ -87,6 +87,12 @@ def api_error_text(exc: BaseException) -> str:
             why = getattr(e, "verify_message", None) or str(e)
             return (f"TLS: the API server's certificate does not verify against the kubeconfig's certificate "
                     f"authority ({why})")
+    # A server that wants a client certificate (TLS 1.3) refuses after the client's side of the handshake is
+    # done: the client reads the alert, or, as the race goes, an EOF or a reset. All three say the same here.
+    refused = "the kubeconfig's user gives no client certificate, or one the server does not accept"
+    for e in causes:
+        if isinstance(e, ssl.SSLEOFError) or (isinstance(e, ssl.SSLError) and "EOF occurred" in str(e)):
+            return f"TLS: the API server closed the connection in the handshake; {refused} ({e})"[:300]
     for e in causes:
         if isinstance(e, ssl.SSLError):
             why = str(getattr(e, "reason", None) or e)
@@ -98,6 +104,8 @@ def api_error_text(exc: BaseException) -> str:
     for e in causes:
         if isinstance(e, ConnectionRefusedError):
             return "connection refused: is the API server's address in the kubeconfig right?"
+        if isinstance(e, ConnectionResetError):
+            return f"the API server reset the connection (over TLS: {refused})"
         if isinstance(e, TimeoutError):
             return "the API server did not answer in time"
     return f"{type(exc).__name__}: {str(exc)[:160]}"
