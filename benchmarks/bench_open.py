@@ -29,14 +29,13 @@ import fleetgen  # noqa: E402
 import httpx  # noqa: E402
 from awsfakes import REGION, Clients, UploadServer, stub_codes, write_config  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
-from moto.server import ThreadedMotoServer  # noqa: E402
 
 from fabricase.capturedir import host_capture_from_stream, write_host  # noqa: E402
 from fabricase.cli import cli  # noqa: E402
 from fabricase.collectors.framing import parse_stream  # noqa: E402
 from fabricase.models import HostStatus  # noqa: E402
 from fabricase.providers import aws  # noqa: E402
-from loopback import free_port, random_aws_keys  # noqa: E402
+from loopback import moto_server, random_aws_keys  # noqa: E402
 
 
 def _fake_env(nowhere: Path) -> None:
@@ -96,12 +95,8 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=64)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    moto = f"http://127.0.0.1:{port}"
     walls, phases = [], []
-    try:
+    with moto_server() as moto:
         for run in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="fabricase-bench-open-") as tmp:
                 tmp = Path(tmp)
@@ -128,8 +123,6 @@ def main() -> None:
                 phases.append(out["timings_s"])
                 print(f"run {run + 1}: {wall:.2f} s, case {out['provider_case_id']}, bundle {size:,} bytes, "
                       f"{len(out['findings'])} findings")
-    finally:
-        server.stop()
     print(f"\n{args.hosts} hosts, median of {args.runs} runs: {statistics.median(walls):.2f} s from start to a filed, "
           "recorded case with the bundle attached")
     for phase in ("locate", "analyze", "render", "bundle", "record", "file"):

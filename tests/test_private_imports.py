@@ -51,3 +51,9 @@ def test_the_check_finds_a_private_import(tmp_path):
 
 def test_what_a_module_imports_from_another_is_in_its_all():
     assert _missing_from_all(PACKAGE) == []
+
+
+def test_the_check_finds_a_name_left_out_of_all(tmp_path):
+    (tmp_path / "b.py").write_text('__all__ = ["shown"]\nshown = hidden = 1\n')
+    (tmp_path / "a.py").write_text("from fabricase.b import hidden, shown\n")
+    assert _missing_from_all(tmp_path) == ["a.py: fabricase.b.hidden"]

@@ -29,7 +29,9 @@ from fabricase.bundler.members import Caps, header_problem, member_problem, show
 from fabricase.errors import BundleError
 
 __all__ = [
+    "CHUNK",
     "PART_INFO",
+    "SHA256_HEX",
     "Scan",
     "admit",
     "parse_manifest",
@@ -40,8 +42,8 @@ __all__ = [
 ]
 
 _MAX_MANIFEST_BYTES = 64 * 1024**2
-_CHUNK = 1 << 20
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+CHUNK = 1 << 20  # bytes read at a time
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 PART_INFO = "PART.json"  # a bundle part's record (fabricase.bundler.verify), one of the few read whole
 # what a damaged or foreign file raises while it is decompressed and untarred
 _READ_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error)
@@ -72,7 +74,7 @@ def reading(path: Path) -> Iterator[tuple[tarfile.TarFile, GzipStream]]:
     try:
         with path.open("rb") as raw:
             stream = GzipStream(raw)
-            with tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK) as tar:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=stream, mode="r|", bufsize=CHUNK) as tar:  # type: ignore[call-overload]
                 yield tar, stream
     except (*_READ_ERRORS, _Damaged) as exc:
         cause = exc.__cause__ if isinstance(exc, _Damaged) and exc.__cause__ else exc
@@ -170,7 +172,7 @@ def _hash_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> tuple[int, st
     src = tar.extractfile(member)
     assert src is not None  # regular members always have data
     digest, size = hashlib.sha256(), 0
-    while chunk := src.read(_CHUNK):
+    while chunk := src.read(CHUNK):
         digest.update(chunk)
         size += len(chunk)
     return size, digest.hexdigest()
@@ -212,7 +214,7 @@ def parse_manifest(raw: bytes, path: Path) -> dict[str, Any]:
             and isinstance(m.get("size"), int)
             and m["size"] >= 0
             and isinstance(m.get("sha256"), str)
-            and _SHA256.fullmatch(m["sha256"])
+            and SHA256_HEX.fullmatch(m["sha256"])
         ):
             raise BundleError(f"member #{i} is malformed: {shown(repr(m)[:120])}", where=where)
         if m["path"] in seen or m["path"] == MANIFEST_NAME:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import tarfile
 import tempfile
@@ -33,7 +32,9 @@ from fabricase.bundler.capture_check import capture_problems, form_problem
 from fabricase.bundler.framing import tar_end_problems
 from fabricase.bundler.members import Caps, shown
 from fabricase.bundler.scan import (  # PART_INFO re-exported: the scan reads it, callers import it from here
+    CHUNK,
     PART_INFO,
+    SHA256_HEX,
     Scan,
     admit,
     parse_manifest,
@@ -59,8 +60,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_MEMBER_BYTES = Caps.current().member_bytes  # caps.MAX_MEMBER_BYTES, read again at each call
-_CHUNK = 1 << 20
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 PART_DATA = "part.bin"
 PART_FORMAT = "fabricase-bundle-part"
 PART_FORMAT_VERSION = 1
@@ -224,7 +223,7 @@ def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -
         digest = hashlib.sha256()
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         with os.fdopen(fd, "wb") as out:
-            while chunk := read_archive(src.read, _CHUNK):
+            while chunk := read_archive(src.read, CHUNK):
                 digest.update(chunk)
                 out.write(chunk)
         os.utime(target, (member.mtime, member.mtime))
@@ -245,7 +244,7 @@ def _part_doc(raw: bytes) -> dict[str, Any]:
         raise ValueError(f"format_version {doc.get('format_version')!r} is not supported")
     parent, parts, count, index = doc.get("parent"), doc.get("parts"), doc.get("count"), doc.get("index")
     if not (isinstance(parent, dict) and isinstance(parent.get("size"), int) and isinstance(parent.get("name"), str)
-            and _SHA256.fullmatch(str(parent.get("sha256")))):
+            and SHA256_HEX.fullmatch(str(parent.get("sha256")))):
         raise ValueError("parent is malformed")
     if not (isinstance(count, int) and isinstance(index, int) and isinstance(parts, list)
             and 1 <= index <= count == len(parts)):
@@ -253,7 +252,7 @@ def _part_doc(raw: bytes) -> dict[str, Any]:
     offset = 0
     for k, p in enumerate(parts, start=1):
         if not (isinstance(p, dict) and p.get("index") == k and p.get("offset") == offset
-                and isinstance(p.get("size"), int) and p["size"] > 0 and _SHA256.fullmatch(str(p.get("sha256")))):
+                and isinstance(p.get("size"), int) and p["size"] > 0 and SHA256_HEX.fullmatch(str(p.get("sha256")))):
             raise ValueError(f"the entry of part {k} is malformed or does not follow part {k - 1}")
         offset += p["size"]
     if offset != parent["size"]:
@@ -317,7 +316,7 @@ def _join_into(fh: Any, ordered: list[tuple[Path, dict[str, Any]]], parent: dict
                 if member.name == PART_DATA and member.isreg():
                     src = tar.extractfile(member)
                     assert src is not None
-                    while chunk := read_archive(src.read, _CHUNK):
+                    while chunk := read_archive(src.read, CHUNK):
                         piece.update(chunk)
                         whole.update(chunk)
                         fh.write(chunk)

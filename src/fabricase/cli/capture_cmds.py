@@ -183,11 +183,11 @@ def _bundle_form_options(summary_flag: str):
 
 
 def bundle_choice(summary: bool, full_bundle: bool, upload_to: str | None, upload_url: str | None,
-                  upload_endpoint: str | None, expires: timedelta | None, presign_get: bool, no_upload: bool = False,
-                  configured: dict | None = None):
-    """(form, upload target) from the bundle options, and where no upload option is given, from `configured`
-    (config.toml's [bundle], config.bundle_defaults); a UsageError for options that contradict each other."""
+                  upload_endpoint: str | None, expires: timedelta | None, presign_get: bool, no_upload: bool = False):
+    """(form, upload target) from the bundle options, and where no upload option is given, from config.toml's
+    [bundle] (config.bundle_defaults, read only then); a UsageError for options that contradict each other."""
     from fabricase.bundler.upload import parse_upload_target
+    from fabricase.config import bundle_defaults
 
     if summary and full_bundle:
         raise click.UsageError("choose one of the summary and --full-bundle forms")
@@ -195,7 +195,7 @@ def bundle_choice(summary: bool, full_bundle: bool, upload_to: str | None, uploa
         raise click.UsageError("choose one of --upload-to and --upload-url")
     if no_upload and (upload_to or upload_url or presign_get):
         raise click.UsageError("--no-upload contradicts the upload options given with it")
-    conf = {} if no_upload or upload_to or upload_url else (configured or {})
+    conf = {} if no_upload or upload_to or upload_url else bundle_defaults(paths())
     upload_to = upload_to or conf.get("upload_to")
     upload_endpoint = upload_endpoint or conf.get("upload_endpoint")
     presign_get = presign_get or (bool(conf.get("presign_get")) and upload_to is not None)
@@ -219,13 +219,6 @@ def _configured_expires(text: str) -> timedelta:
         return Age(allow_zero=False).convert(text, None, None)
     except click.BadParameter as exc:
         raise ConfigError(f"[bundle] expires: {exc.message}", where=str(paths().config / CONFIG_FILE)) from exc
-
-
-def _configured_bundle(upload_given: bool) -> dict:
-    """config.toml's [bundle], read only when no upload option was given on the command line."""
-    from fabricase.config import bundle_defaults
-
-    return {} if upload_given else bundle_defaults(paths())
 
 
 def bundle_lines(b) -> list[str]:
@@ -279,7 +272,7 @@ def bundle(source, out, provider, symptom, pseudonymize, summary, full_bundle, u
     from fabricase.tracker.store import Tracker
 
     form, target = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get,
-                                 no_upload, _configured_bundle(bool(upload_to or upload_url or no_upload)))
+                                 no_upload)
     capture = load_source(source)
     placements, _ = placements_for(capture, source, None)
     analysis = diagnose_for(capture, placements)
@@ -413,7 +406,7 @@ def open_(symptom, provider, severity, dry_run, pseudonymize, force, show_findin
     from fabricase.flow import open_escalation
 
     form, upload = bundle_choice(summary, full_bundle, upload_to, upload_url, upload_endpoint, expires, presign_get,
-                                 no_upload, _configured_bundle(bool(upload_to or upload_url or no_upload)))
+                                 no_upload)
     bundle_args = {"bundle_form": form, "upload": upload} if form != "auto" or upload is not None else {}
     probe_values, target = split_probe_values(values)
     if with_probe and target["replay"]:
