@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from fabricase import native
 from fabricase.caps import MAX_ITEM_BYTES
 
 __all__ = ["MAX_SNAPSHOT", "FramedItem", "SnapshotMark", "StreamResult", "parse_stream", "scan_stream"]
@@ -124,9 +125,21 @@ def scan_stream(data: bytes, result: StreamResult) -> Iterator[tuple[bytes, tupl
     host's 2,000 file items (`netdev file 0 0 2 0 - -`): they are converted once per distinct text. Linear in
     the stream (the memo holds at most one entry per header)."""
     heads: dict[bytes, tuple[int, tuple] | None] = {}
-    item_header = _ITEM_HEADER.match
+    item_header, clean_items = _ITEM_HEADER.match, native.scan_items
     pos, end = 0, len(data)
     while pos < end:
+        if clean_items is not None:  # C: the run of clean items from here; what it stops at is read below
+            batch, pos = clean_items(data, pos, MAX_ITEM_BYTES)
+            for start, key, source, at, stop in batch:
+                head = heads.get(key, _MISSING)
+                if head is _MISSING:
+                    head = heads[key] = _item_head(key.split(b" "))
+                if head is None:
+                    result.error = f"malformed item header at byte {start}"
+                    return
+                yield key, head, source, at, stop
+            if pos >= end:
+                break
         m = item_header(data, pos)
         if m is not None:
             start, pos = pos, m.end()

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from fabricase import native
+
 __all__ = [
     "CounterTable",
     "EthtoolDriver",
@@ -111,6 +113,12 @@ def parse_ethtool_stats(text: str | None) -> CounterTable:
     repeated name keeps its first value.
     """
     table = CounterTable()
+    if native.plain_counters is not None and text and text.isascii():  # C: the whole table in one pass
+        fast = native.plain_counters(text)
+        if fast is not None:
+            table.update(fast)
+            return table
+        return _counter_lines(text, table)  # not a plain table: the layouts and _plain_table say so too
     known = _known_layout(text or "")
     if known is not None:
         table.update(zip(*known, strict=True))
@@ -120,7 +128,12 @@ def parse_ethtool_stats(text: str | None) -> CounterTable:
         table.update(fast)
         _learn_layout(text or "")
         return table
-    for number, line in enumerate((text or "").split("\n"), 1):
+    return _counter_lines(text or "", table)
+
+
+def _counter_lines(text: str, table: CounterTable) -> CounterTable:
+    """parse_ethtool_stats line by line, each unreadable or repeated line named in table.errors."""
+    for number, line in enumerate(text.split("\n"), 1):
         counter = _counter_line(line)
         if counter is None:
             stripped = line.strip()

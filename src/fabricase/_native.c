@@ -1,0 +1,222 @@
+/* fabricase._native: two hot loops of recording and analysis, in C.
+
+   Optional. setup.py builds it where a C compiler and Python's headers are present; without it the same
+   functions run in Python (fabricase.native says which is in use). Each function here does exactly what its
+   Python original does on the inputs it accepts, and declines the rest (returns None / stops early) so that the
+   Python code decides every unusual case, with its own errors:
+
+   - plain_counters: parsers/ethtool.py's _plain_table on ASCII text.
+   - scan_items: the clean item frames of collectors/framing.py's scan_stream, from a position on.
+
+   tests/test_native.py holds each equal to its Python original over real, generated and hostile inputs.
+   Every loop is one pass over its input: linear time, bounded memory, no recursion. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* ---- plain_counters ------------------------------------------------------------------------------------- */
+
+static int is_name_char(unsigned char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+}
+
+/* str.strip()'s whitespace among ASCII characters (Py_UNICODE_ISSPACE). */
+static int is_py_space(unsigned char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+/* One line [p, e) against _PLAIN_LINE: ^[ \t]*([A-Za-z0-9_.\-]+)[ \t]*:[ \t\r]*([0-9]{1,40})[ \t\r]*$.
+   On a match, the name's and the digits' spans. */
+static int plain_line(const char *p, const char *e, const char **n0, const char **n1, const char **d0,
+                      const char **d1) {
+    while (p < e && (*p == ' ' || *p == '\t')) p++;
+    *n0 = p;
+    while (p < e && is_name_char((unsigned char)*p)) p++;
+    if (p == *n0) return 0;
+    *n1 = p;
+    while (p < e && (*p == ' ' || *p == '\t')) p++;
+    if (p == e || *p != ':') return 0;
+    p++;
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r')) p++;
+    *d0 = p;
+    while (p < e && *p >= '0' && *p <= '9') p++;
+    *d1 = p;
+    if (*d1 == *d0 || *d1 - *d0 > 40) return 0;
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r')) p++;
+    return p == e;
+}
+
+/* A blank line, or one that ends with "statistics:" once stripped. */
+static int header_or_blank(const char *p, const char *e) {
+    static const char tail[] = "statistics:";
+    const Py_ssize_t k = (Py_ssize_t)(sizeof(tail) - 1);
+    while (p < e && is_py_space((unsigned char)*p)) p++;
+    while (e > p && is_py_space((unsigned char)e[-1])) e--;
+    if (p == e) return 1;
+    return e - p >= k && memcmp(e - k, tail, (size_t)k) == 0;
+}
+
+static PyObject *digits_value(const char *d0, const char *d1) {
+    if (d1 - d0 <= 18) {
+        long long v = 0;
+        for (const char *q = d0; q < d1; q++) v = v * 10 + (*q - '0');
+        return PyLong_FromLongLong(v);
+    }
+    char buf[48];
+    memcpy(buf, d0, (size_t)(d1 - d0));
+    buf[d1 - d0] = '\0';
+    return PyLong_FromString(buf, NULL, 10);
+}
+
+PyDoc_STRVAR(plain_counters_doc,
+"plain_counters(text) -> dict | None | NotImplemented\n\n"
+"_plain_table(text) of parsers.ethtool: {name: value} when every line is a plain counter line, a blank line or\n"
+"a '... statistics:' header and the names are distinct, else None. NotImplemented for text that is not ASCII.");
+
+static PyObject *plain_counters(PyObject *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "plain_counters: a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(arg) < 0) return NULL;
+    if (!PyUnicode_IS_ASCII(arg)) Py_RETURN_NOTIMPLEMENTED;
+    const char *s = (const char *)PyUnicode_DATA(arg);
+    const char *end = s + PyUnicode_GET_LENGTH(arg);
+    PyObject *table = PyDict_New();
+    if (table == NULL) return NULL;
+    const char *line = s;
+    for (;;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *e = nl ? nl : end;
+        const char *n0, *n1, *d0, *d1;
+        if (plain_line(line, e, &n0, &n1, &d0, &d1)) {
+            PyObject *name = PyUnicode_FromStringAndSize(n0, n1 - n0);
+            if (name == NULL) goto fail;
+            int present = PyDict_Contains(table, name);
+            if (present != 0) {  /* a repeated name (or an error) */
+                Py_DECREF(name);
+                if (present < 0) goto fail;
+                Py_DECREF(table);
+                Py_RETURN_NONE;
+            }
+            PyObject *value = digits_value(d0, d1);
+            if (value == NULL || PyDict_SetItem(table, name, value) < 0) {
+                Py_DECREF(name);
+                Py_XDECREF(value);
+                goto fail;
+            }
+            Py_DECREF(name);
+            Py_DECREF(value);
+        } else if (!header_or_blank(line, e)) {
+            Py_DECREF(table);
+            Py_RETURN_NONE;
+        }
+        if (nl == NULL) break;
+        line = nl + 1;
+    }
+    return table;
+fail:
+    Py_DECREF(table);
+    return NULL;
+}
+
+/* ---- scan_items ------------------------------------------------------------------------------------------ */
+
+static const char MAGIC_ITEM[] = "@@FC1 I ";
+#define MAGIC_ITEM_LEN 8
+#define MAX_DIGITS 18
+
+/* framing._int on [p, e): an optional minus and 1-18 ASCII digits. */
+static int frame_int(const char *p, const char *e, long long *out) {
+    int negative = 0;
+    if (p < e && *p == '-') {
+        negative = 1;
+        p++;
+    }
+    if (p == e || e - p > MAX_DIGITS) return 0;
+    long long v = 0;
+    for (; p < e; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        v = v * 10 + (*p - '0');
+    }
+    *out = negative ? -v : v;
+    return 1;
+}
+
+PyDoc_STRVAR(scan_items_doc,
+"scan_items(data, pos, max_item) -> (items, pos)\n\n"
+"The item frames of a framed stream from `pos` on that scan_stream's item path takes without a question: a\n"
+"header matching _ITEM_HEADER, a size of 0..max_item, and the content's closing newline inside `data`. Each item\n"
+"is (start, key, source, content start, content stop): key the header's fields before the source (bytes),\n"
+"source decoded as UTF-8 with surrogateescape. Stops at the first frame that is not such an item (any other\n"
+"frame, a malformed, oversized or cut item) and returns its position, for the Python code to read.");
+
+static PyObject *scan_items(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t pos, max_item;
+    if (!PyArg_ParseTuple(args, "y*nn", &buf, &pos, &max_item)) return NULL;
+    const char *data = (const char *)buf.buf;
+    const Py_ssize_t end = buf.len;
+    PyObject *items = PyList_New(0);
+    if (items == NULL) goto fail;
+    if (pos < 0) pos = 0;
+    while (pos < end) {
+        if (end - pos < MAGIC_ITEM_LEN || memcmp(data + pos, MAGIC_ITEM, MAGIC_ITEM_LEN) != 0) break;
+        const char *p = data + pos + MAGIC_ITEM_LEN, *stop_at = data + end;
+        const char *key0 = p, *size0 = NULL, *size1 = NULL;
+        int fields = 0;
+        while (fields < 8) {  /* eight fields, each [^ \n]* and its space */
+            const char *f0 = p;
+            while (p < stop_at && *p != ' ' && *p != '\n') p++;
+            if (p == stop_at || *p != ' ') break;
+            if (fields == 4) {
+                size0 = f0;
+                size1 = p;
+            }
+            p++;
+            fields++;
+        }
+        if (fields < 8) break;
+        const char *key1 = p;
+        const char *nl = memchr(p, '\n', (size_t)(stop_at - p));
+        if (nl == NULL) break;
+        long long n;
+        if (!frame_int(size0, size1, &n) || n < 0 || n > max_item) break;
+        const Py_ssize_t content = (nl - data) + 1;
+        if (n >= end - content) break;  /* the closing newline must be inside data */
+        const Py_ssize_t stop = content + (Py_ssize_t)n;
+        if (data[stop] != '\n') break;
+        PyObject *key = PyBytes_FromStringAndSize(key0, key1 - key0);
+        PyObject *source = key ? PyUnicode_DecodeUTF8(key1, nl - key1, "surrogateescape") : NULL;
+        PyObject *item = source ? Py_BuildValue("(nOOnn)", pos, key, source, content, stop) : NULL;
+        Py_XDECREF(key);
+        Py_XDECREF(source);
+        if (item == NULL || PyList_Append(items, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+        pos = stop + 1;
+    }
+    PyBuffer_Release(&buf);
+    PyObject *result = Py_BuildValue("(Nn)", items, pos);
+    return result;
+fail:
+    Py_XDECREF(items);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"plain_counters", plain_counters, METH_O, plain_counters_doc},
+    {"scan_items", scan_items, METH_VARARGS, scan_items_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "fabricase._native", "Optional C versions of two hot loops (see fabricase.native).",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -1,0 +1,187 @@
+"""The optional C extension (fabricase._native) against the Python it stands in for: the same result on real,
+mutated, generated and hostile inputs, or a refusal that sends the input to the Python code. With the extension
+built, the rest of the suite runs the C path; these tests also run each caller with the C path turned off, so the
+Python path stays tested too. CI builds the extension (a C compiler and Python's headers are on its image): there a
+missing extension is a failure, not a skip."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from capture.test_framing_speedup import _mutate, framed_streams, host_streams  # noqa: F401 - a fixture
+from fabricase import native
+from fabricase.caps import MAX_ITEM_BYTES
+from fabricase.collectors import framing
+from fabricase.parsers import ethtool
+
+if not native.IN_USE:
+    if os.environ.get("CI") == "true" and not os.environ.get("FABRICASE_NO_NATIVE"):
+        pytest.fail("fabricase._native is not built (setup.py's extension: a C compiler and Python.h)",
+                    pytrace=False)
+    pytest.skip("fabricase._native is not built", allow_module_level=True)
+
+from fabricase import _native  # noqa: E402
+
+ETHTOOL = Path(__file__).parent / "fixtures/real/ethernet/ethtool-S_isc-ethq"
+
+
+def _real_ethtool_texts() -> list[str]:
+    texts = [p.read_text() for p in sorted(ETHTOOL.glob("ethtool-S_*.txt"))]
+    assert len(texts) >= 5  # bnxt_en, ena, i40e, ice, mlx5_core
+    return texts
+
+
+def _plain_or_declined(text: str) -> None:
+    got = _native.plain_counters(text)
+    if not text.isascii():
+        assert got is NotImplemented
+        return
+    want = ethtool._plain_table(text)
+    assert got == want
+    if got is not None:
+        assert list(got) == list(want)  # output order
+
+
+def _python_parse(text: str, monkeypatch) -> ethtool.CounterTable:
+    with monkeypatch.context() as m:
+        m.setattr(native, "plain_counters", None)
+        return ethtool.parse_ethtool_stats(text)
+
+
+def _assert_parse_same(text: str, monkeypatch) -> None:
+    got, want = ethtool.parse_ethtool_stats(text), _python_parse(text, monkeypatch)
+    assert (dict(got), list(got), got.errors) == (dict(want), list(want), want.errors)
+
+
+def test_real_ethtool_outputs_read_the_same(monkeypatch):
+    plain = 0
+    for text in _real_ethtool_texts():
+        _plain_or_declined(text)
+        plain += bool(_native.plain_counters(text))
+        _assert_parse_same(text, monkeypatch)
+    assert plain >= 4  # all but bnxt_en's per-ring "[0]: rx_..." lines, which the line parser reads
+
+
+def test_mutated_ethtool_outputs_read_the_same(monkeypatch):
+    rng = random.Random(18)
+    alphabet = " \t\r\n:_.-0123456789aZ#\x0b\x0c\x1c\x85"
+    texts = _real_ethtool_texts()
+    for _ in range(400):
+        text = rng.choice(texts)
+        for _ in range(rng.randrange(1, 4)):
+            spot = rng.randrange(len(text))
+            edit = rng.randrange(3)
+            if edit == 0:
+                text = text[:spot] + rng.choice(alphabet) + text[spot + 1:]
+            elif edit == 1:
+                text = text[:spot] + text[spot + 1:]
+            else:
+                line = text[text.rfind("\n", 0, spot) + 1:text.find("\n", spot) + 1]
+                text = text[:spot] + line + text[spot:]  # a repeated counter, or a torn line
+        _plain_or_declined(text)
+        _assert_parse_same(text, monkeypatch)
+
+
+_lines = st.lists(st.one_of(
+    st.tuples(st.sampled_from(["", " ", "\t", "  \t"]), st.text("az_.-09Z", min_size=0, max_size=6),
+              st.sampled_from(["", " ", "\t"]), st.sampled_from([":", "", "::", ": "]),
+              st.sampled_from(["", " ", "\r", "\t "]), st.text("0123456789", max_size=42),
+              st.sampled_from(["", " ", "\r", " \r", "x"])).map("".join),
+    st.sampled_from(["", "   ", "NIC statistics:", "  NIC statistics: ", "\x0bstatistics:\x1c", "statistics",
+                     "     [0]: rx_ucast_packets: 1", "rx_bytes.nic: 5", "rx: 99999999999999999999", "rx:12",
+                     "rx: -1", "rx: 1 2", "rx: 0x10", "\u00a0rx: 1", "rx: \u0661", "a: 1\r\r", "\r"]),
+), max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_lines, st.sampled_from(["\n", "\r\n"]), st.booleans())
+def test_generated_counter_texts_read_the_same(lines, newline, trailing):
+    text = newline.join(lines) + (newline if trailing else "")
+    _plain_or_declined(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_arbitrary_text_reads_the_same(text):
+    _plain_or_declined(text)
+
+
+def test_large_values_and_their_limits():
+    assert _native.plain_counters("a: " + "9" * 40) == {"a": int("9" * 40)}
+    assert _native.plain_counters("a: " + "9" * 41) is None
+    assert _native.plain_counters("a: 18446744073709551615\nb: 999999999999999999") == {
+        "a": 18446744073709551615, "b": 999999999999999999}
+    assert _native.plain_counters("a: 1\na: 2") is None  # repeated: the line parser names it
+    assert _native.plain_counters("") == {}
+    with pytest.raises(TypeError):
+        _native.plain_counters(b"a: 1")
+
+
+# --- the stream's item frames --------------------------------------------------------------------------------
+
+
+def _scan(data: bytes) -> tuple[list, framing.StreamResult]:
+    result = framing.StreamResult()
+    return list(framing.scan_stream(data, result)), result
+
+
+def _assert_scan_same(data: bytes, monkeypatch) -> None:
+    got = _scan(data)
+    with monkeypatch.context() as m:
+        m.setattr(native, "scan_items", None)
+        want = _scan(data)
+    assert got == want
+
+
+def test_real_streams_scan_the_same(host_streams, monkeypatch):  # noqa: F811 - the fixture
+    for data in host_streams.values():
+        items, result = _scan(data)
+        assert result.complete and result.error is None and len(items) > 100
+        _assert_scan_same(data, monkeypatch)
+        batch, stop = _native.scan_items(data, 0, MAX_ITEM_BYTES)
+        assert batch == [] and data.startswith(b"@@FC1 BEGIN", stop)  # stops at the first frame not an item
+
+
+def test_mutated_and_cut_streams_scan_the_same(host_streams, monkeypatch):  # noqa: F811 - the fixture
+    rng = random.Random(3)
+    small = host_streams["efa"]
+    for _ in range(150):
+        data = small
+        for _ in range(rng.randrange(1, 4)):
+            data = _mutate(data, rng)
+        _assert_scan_same(data, monkeypatch)
+        _assert_scan_same(data[:rng.randrange(len(data) + 1)], monkeypatch)
+
+
+@settings(max_examples=400, deadline=None)
+@given(framed_streams())
+def test_generated_streams_scan_the_same(data):
+    with pytest.MonkeyPatch.context() as m:
+        got = _scan(data)
+        m.setattr(native, "scan_items", None)
+        assert _scan(data) == got
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.integers(-5, 400))
+def test_scan_items_never_reads_past_its_input(data, pos):
+    stream = b"@@FC1 I " + data
+    batch, stop = _native.scan_items(stream, pos, MAX_ITEM_BYTES)
+    assert 0 <= stop <= max(len(stream), pos)
+    for start, _key, _source, at, end in batch:
+        assert start < at <= end < len(stream) and stream[end] == 10
+
+
+def test_declared_sizes_at_and_over_the_cap():
+    for size in (MAX_ITEM_BYTES, MAX_ITEM_BYTES + 1, 10**18, 10**17 * 9):
+        data = b"@@FC1 I c file 0 0 %d 0 - - /a\nx\n" % size
+        assert _native.scan_items(data, 0, MAX_ITEM_BYTES) == ([], 0)
+    assert _native.scan_items(b"@@FC1 I c file 0 0 -0 0 - - /a\n\n", 0, 10) == (
+        [(0, b"c file 0 0 -0 0 - - ", "/a", 31, 31)], 32)
+    assert _native.scan_items(bytearray(b"@@FC1 I c file 0 0 1 0 - - /\xff\nx\n"), 0, 10)[0][0][2] == "/\udcff"
