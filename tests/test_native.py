@@ -14,10 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capture.test_framing_speedup import _mutate, framed_streams, host_streams  # noqa: F401 - a fixture
-from fabricase import native
+from capture.test_framing_speedup import (  # noqa: F401 - host_streams: a fixture
+    _mutate,
+    _suite_stream_literals,
+    framed_streams,
+    host_streams,
+)
+from fabricase import capture_scan, native, pipeline
 from fabricase.caps import MAX_ITEM_BYTES
 from fabricase.collectors import framing
+from fabricase.errors import CaptureError
 from fabricase.parsers import ethtool
 
 if not native.IN_USE:
@@ -185,3 +191,83 @@ def test_declared_sizes_at_and_over_the_cap():
     assert _native.scan_items(b"@@FC1 I c file 0 0 -0 0 - - /a\n\n", 0, 10) == (
         [(0, b"c file 0 0 -0 0 - - ", "/a", 31, 31)], 32)
     assert _native.scan_items(bytearray(b"@@FC1 I c file 0 0 1 0 - - /\xff\nx\n"), 0, 10)[0][0][2] == "/\udcff"
+
+
+# --- recording: the stream's items into the capture index ------------------------------------------------------
+
+PLAN = pipeline._plan(pipeline.CollectOptions(interval_s=0))
+
+
+def _recorded(scan, data: bytes):
+    """What a scan makes of a stream: the index, item count, snapshots and the stream's state, or the error."""
+    try:
+        got = scan(data, PLAN)
+    except CaptureError as exc:  # a value out of the index format's range, raised by both paths alike
+        return ("error", str(exc))
+    assert got is not None
+    return got.index, got.items, got.snapshots, (got.result.error, got.result.began, got.result.complete,
+                                                 got.result.snapshots)
+
+
+def _assert_recorded_same(data: bytes) -> None:
+    want = _recorded(capture_scan._scan_python, data)
+    assert _recorded(capture_scan._scan_native, data) == want
+    with pytest.MonkeyPatch.context() as m:  # built without OpenSSL: the Python code hashes
+        m.setattr(native, "HASHES", False)
+        assert _recorded(capture_scan._scan_native, data) == want
+
+
+def test_real_streams_record_the_same(host_streams):  # noqa: F811 - the fixture
+    for data in host_streams.values():
+        _assert_recorded_same(data)
+        index, items, _, (error, _, complete, _) = _recorded(capture_scan._scan_native, data)
+        assert complete and error is None and items > 100
+
+
+def test_the_suite_stream_literals_and_their_cuts_record_the_same():
+    for data in _suite_stream_literals():
+        for cut in range(0, len(data) + 1, 3):
+            _assert_recorded_same(data[:cut])
+
+
+def test_mutated_streams_record_the_same(host_streams):  # noqa: F811 - the fixture
+    rng = random.Random(7)
+    small = host_streams["efa"]
+    for _ in range(120):
+        data = small
+        for _ in range(rng.randrange(1, 4)):
+            data = _mutate(data, rng)
+        _assert_recorded_same(data)
+        _assert_recorded_same(data[:rng.randrange(len(data) + 1)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(framed_streams())
+def test_generated_streams_record_the_same(data):
+    _assert_recorded_same(data)
+
+
+def test_failed_commands_and_duplicates_record_the_same():
+    data = (b"@@FC1 BEGIN 1 1\n@@FC1 S 0 1.0 2.0\n"
+            b"@@FC1 I rdma command 0 1 2 0 1.0 1.5 cmd:rdma-statistic\nab\n"
+            b"@@FC1 I rdma file 0 2 1 0 - - /sys/x\nq\n"
+            b"@@FC1 I rdma file 0 0 1 0 - - /sys/x\nr\n"  # a second read of one path: the first wins
+            b"@@FC1 I rdma file 0 0 1 0 - - /sys/../etc/passwd\nr\n"  # refused
+            b"@@FC1 I rdma file 0 0 1 0 - - /sys/..\nr\n"  # refused
+            b"@@FC1 I rdma command 0 124 0 0 1.0 9.0 cmd:ibstat\n\n"
+            b"@@FC1 I rdma stderr 0 - 4 0 - - cmd:rdma-statistic\noops\n"
+            b"@@FC1 I rdma stderr 0 - 5 0 - - cmd:rdma-statistic\nlater\n"  # the last stderr words the error
+            b"@@FC1 I rdma command 0 0 1 0 - - cmd:bad name\nx\n"
+            b"@@FC1 E 0 3.0 4.0\n@@FC1 END\n")
+    _assert_recorded_same(data)
+    index, items, _, _ = _recorded(capture_scan._scan_native, data)
+    assert items == 9
+
+
+def test_an_item_left_to_python_reads_the_whole_stream_in_python(host_streams, monkeypatch):  # noqa: F811
+    """Should index_items ever stop at an item that Python takes, the stream is read again by _scan_python."""
+    data = host_streams["bnxt"]
+    want = _recorded(capture_scan._scan_python, data)
+    monkeypatch.setattr(native, "index_items", lambda data, pos, *rest: (0, pos, 0))  # declines everything
+    assert capture_scan._scan_native(data, PLAN) is None
+    assert _recorded(capture_scan.scan_host, data) == want

@@ -7,6 +7,8 @@
 
    - plain_counters: parsers/ethtool.py's _plain_table on ASCII text.
    - scan_items: the clean item frames of collectors/framing.py's scan_stream, from a position on.
+   - index_items: capture_scan.scan_host's loop over those items (item paths, first read wins, the index's
+     values per item and, built with OpenSSL's headers, each item's sha256).
 
    tests/test_native.py holds each equal to its Python original over real, generated and hostile inputs.
    Every loop is one pass over its input: linear time, bounded memory, no recursion. */
@@ -208,9 +210,235 @@ fail:
     return NULL;
 }
 
+/* ---- index_items ----------------------------------------------------------------------------------------- */
+
+#ifdef FABRICASE_HAVE_OPENSSL
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
+#endif
+
+/* capture_records._item_path on a source's raw bytes (the checks read only ASCII bytes, which UTF-8 with
+   surrogateescape decodes to the same characters): the item's place in the host folder, Py_None for a source
+   that is refused, NULL on error. */
+static PyObject *item_path(const char *src, Py_ssize_t len, PyObject *source, long long snapshot, int stderr_kind) {
+    if (len >= 4 && memcmp(src, "cmd:", 4) == 0) {
+        if (len == 4) Py_RETURN_NONE;
+        for (Py_ssize_t i = 4; i < len; i++)
+            if (!is_name_char((unsigned char)src[i])) Py_RETURN_NONE;
+        PyObject *name = PyUnicode_FromStringAndSize(src + 4, len - 4);
+        if (name == NULL) return NULL;
+        PyObject *path = PyUnicode_FromFormat("s%lld/cmd/%U%s", snapshot, name, stderr_kind ? ".stderr" : "");
+        Py_DECREF(name);
+        return path;
+    }
+    if (len == 0 || src[0] != '/') Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i + 2 < len; i++)  /* "/../" in source + "/" */
+        if (src[i] == '/' && src[i + 1] == '.' && src[i + 2] == '.' && (i + 3 == len || src[i + 3] == '/'))
+            Py_RETURN_NONE;
+    /* "s<snapshot>/fs" + source; the prefix of the last snapshot kept (a stream's items come snapshot by snapshot) */
+    static PyObject *prefix = NULL;
+    static long long prefix_of = -1;
+    if (prefix == NULL || prefix_of != snapshot) {
+        Py_CLEAR(prefix);
+        prefix = PyUnicode_FromFormat("s%lld/fs", snapshot);
+        if (prefix == NULL) return NULL;
+        prefix_of = snapshot;
+    }
+    return PyUnicode_Concat(prefix, source);
+}
+
+PyDoc_STRVAR(index_items_doc,
+"index_items(data, pos, max_item, heads, head_of, seen, sources, rows, offsets, digests, special, stderr)\n"
+"    -> (status, pos, count)\n\n"
+"capture_scan.scan_host's loop over the run of clean items from `pos` (those scan_items reads). Per item: its\n"
+"header's entry from `heads` (key -> (size, known, index values) or None), head_of(key) filling in a key not\n"
+"there; (source, snapshot, start, stop) appended to `stderr` for a stderr item; then, unless item_path refuses\n"
+"the source or `seen` already holds its path, its source, index values and offset appended to `sources`, `rows`\n"
+"and `offsets`, its sha256 to the `digests` bytearray (None: the caller hashes), and its row to `special` where\n"
+"it is a command's item or a failed read. status 1: the header at `pos` is malformed (its entry is None); 0: the\n"
+"frame at `pos` is not a clean item, for the Python code. count: the items read, refused and repeated included.");
+
+static PyObject *index_items(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t pos, max_item, count = 0;
+    PyObject *heads, *head_of, *seen, *sources, *rows, *offsets, *digests, *special, *stderr_items;
+    if (!PyArg_ParseTuple(args, "y*nnO!OO!O!O!O!OO!O!", &buf, &pos, &max_item, &PyDict_Type, &heads, &head_of,
+                          &PySet_Type, &seen, &PyList_Type, &sources, &PyList_Type, &rows, &PyList_Type, &offsets,
+                          &digests, &PyList_Type, &special, &PyList_Type, &stderr_items))
+        return NULL;
+    int status = 0;
+    PyObject *last_key = NULL, *last_entry = NULL;  /* the header fields of the item before, and their entry */
+    if (digests != Py_None) {
+#ifdef FABRICASE_HAVE_OPENSSL
+        if (!PyByteArray_Check(digests)) {
+            PyErr_SetString(PyExc_TypeError, "index_items: digests is a bytearray or None");
+            goto fail;
+        }
+#else
+        PyErr_SetString(PyExc_ValueError, "index_items: built without OpenSSL (native.HASHES is False)");
+        goto fail;
+#endif
+    }
+    const char *data = (const char *)buf.buf;
+    const Py_ssize_t end = buf.len;
+    if (pos < 0) pos = 0;
+    while (pos < end) {
+        if (end - pos < MAGIC_ITEM_LEN || memcmp(data + pos, MAGIC_ITEM, MAGIC_ITEM_LEN) != 0) break;
+        const char *p = data + pos + MAGIC_ITEM_LEN, *stop_at = data + end;
+        const char *key0 = p, *size0 = NULL, *size1 = NULL;
+        int fields = 0;
+        while (fields < 8) {
+            const char *f0 = p;
+            while (p < stop_at && *p != ' ' && *p != '\n') p++;
+            if (p == stop_at || *p != ' ') break;
+            if (fields == 4) {
+                size0 = f0;
+                size1 = p;
+            }
+            p++;
+            fields++;
+        }
+        if (fields < 8) break;
+        const char *key1 = p;
+        const char *nl = memchr(p, '\n', (size_t)(stop_at - p));
+        if (nl == NULL) break;
+        long long n;
+        if (!frame_int(size0, size1, &n) || n < 0 || n > max_item) break;
+        const Py_ssize_t content = (nl - data) + 1;
+        if (n >= end - content) break;
+        const Py_ssize_t stop = content + (Py_ssize_t)n;
+        if (data[stop] != '\n') break;
+
+        PyObject *entry;
+        if (last_key != NULL && PyBytes_GET_SIZE(last_key) == key1 - key0 &&
+            memcmp(PyBytes_AS_STRING(last_key), key0, (size_t)(key1 - key0)) == 0) {
+            entry = last_entry;  /* most items repeat the header fields of the one before */
+            Py_INCREF(entry);
+        } else {
+            PyObject *key = PyBytes_FromStringAndSize(key0, key1 - key0);
+            if (key == NULL) goto fail;
+            entry = PyDict_GetItemWithError(heads, key);  /* borrowed */
+            if (entry != NULL) {
+                Py_INCREF(entry);
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(key);
+                goto fail;
+            } else {
+                entry = PyObject_CallOneArg(head_of, key);
+                if (entry == NULL) {
+                    Py_DECREF(key);
+                    goto fail;
+                }
+            }
+            Py_XSETREF(last_key, key);
+            Py_INCREF(entry);
+            Py_XSETREF(last_entry, entry);
+        }
+        if (entry == Py_None) {
+            Py_DECREF(entry);
+            status = 1;
+            break;
+        }
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(entry, 1)) ||
+            PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 1)) < 4) {
+            Py_DECREF(entry);
+            PyErr_SetString(PyExc_TypeError, "index_items: a head is (size, known, values)");
+            goto fail;
+        }
+        PyObject *known = PyTuple_GET_ITEM(entry, 1), *values = PyTuple_GET_ITEM(entry, 2);
+        PyObject *kind = PyTuple_GET_ITEM(known, 1), *snap = PyTuple_GET_ITEM(known, 2);
+        PyObject *rc = PyTuple_GET_ITEM(known, 3);
+        long long snapshot = PyLong_AsLongLong(snap);
+        if (snapshot == -1 && PyErr_Occurred()) {
+            Py_DECREF(entry);
+            goto fail;
+        }
+        const int stderr_kind = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "stderr") == 0;
+        int failed = 0;
+        if (!stderr_kind && rc != Py_None) {
+            int zero = PyObject_Not(rc);
+            if (zero < 0) {
+                Py_DECREF(entry);
+                goto fail;
+            }
+            failed = !zero;
+        }
+        count++;
+        PyObject *source = PyUnicode_DecodeUTF8(key1, nl - key1, "surrogateescape");
+        if (source == NULL) {
+            Py_DECREF(entry);
+            goto fail;
+        }
+        if (stderr_kind) {
+            PyObject *span = Py_BuildValue("(OOnn)", source, snap, content, stop);
+            if (span == NULL || PyList_Append(stderr_items, span) < 0) {
+                Py_XDECREF(span);
+                Py_DECREF(source);
+                Py_DECREF(entry);
+                goto fail;
+            }
+            Py_DECREF(span);
+        }
+        pos = stop + 1;
+        PyObject *path = item_path(key1, nl - key1, source, snapshot, stderr_kind);
+        int skip = path == Py_None;
+        if (path != NULL && !skip) {
+            int there = PySet_Contains(seen, path);
+            skip = there == 1;
+            if (there < 0 || (!skip && PySet_Add(seen, path) < 0)) Py_CLEAR(path);
+        }
+        if (path == NULL) {
+            Py_DECREF(source);
+            Py_DECREF(entry);
+            goto fail;
+        }
+        Py_DECREF(path);
+        if (skip) {  /* refused, or a second read of one path: the first read wins */
+            Py_DECREF(source);
+            Py_DECREF(entry);
+            continue;
+        }
+        const Py_ssize_t row = PyList_GET_SIZE(sources);
+        const int is_cmd = nl - key1 >= 4 && memcmp(key1, "cmd:", 4) == 0;
+        int bad = PyList_Append(sources, source) < 0 || PyList_Append(rows, values) < 0;
+        Py_DECREF(source);
+        Py_DECREF(entry);
+        if (!bad) {
+            PyObject *at = PyLong_FromSsize_t(content);
+            bad = at == NULL || PyList_Append(offsets, at) < 0;
+            Py_XDECREF(at);
+        }
+        if (!bad && (is_cmd || failed)) {
+            PyObject *r = PyLong_FromSsize_t(row);
+            bad = r == NULL || PyList_Append(special, r) < 0;
+            Py_XDECREF(r);
+        }
+#ifdef FABRICASE_HAVE_OPENSSL
+        if (!bad && digests != Py_None) {
+            const Py_ssize_t had = PyByteArray_GET_SIZE(digests);
+            bad = PyByteArray_Resize(digests, had + SHA256_DIGEST_LENGTH) < 0;
+            if (!bad)
+                SHA256((const unsigned char *)data + content, (size_t)n,
+                       (unsigned char *)PyByteArray_AS_STRING(digests) + had);
+        }
+#endif
+        if (bad) goto fail;
+    }
+    Py_XDECREF(last_key);
+    Py_XDECREF(last_entry);
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("(inn)", status, pos, count);
+fail:
+    Py_XDECREF(last_key);
+    Py_XDECREF(last_entry);
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"plain_counters", plain_counters, METH_O, plain_counters_doc},
     {"scan_items", scan_items, METH_VARARGS, scan_items_doc},
+    {"index_items", index_items, METH_VARARGS, index_items_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -219,4 +447,13 @@ static struct PyModuleDef module = {
     -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject *m = PyModule_Create(&module);
+#ifdef FABRICASE_HAVE_OPENSSL
+    const long hashes = 1;
+#else
+    const long hashes = 0;
+#endif
+    if (m != NULL && PyModule_AddIntConstant(m, "HASHES", hashes) < 0) Py_CLEAR(m);
+    return m;
+}

@@ -1,11 +1,12 @@
 """The optional C extension, fabricase._native, and whether it is in use.
 
-Two hot loops have a C version (src/fabricase/_native.c): the plain `ethtool -S` table (parsers.ethtool) and the
-clean item frames of a capture stream (collectors.framing). Each is exact: it returns what the Python original
-returns, or declines (None, NotImplemented, or stopping early) and the Python code reads that input itself, with
-its own errors. setup.py builds the extension where a C compiler and Python's headers are present; without it,
-or with FABRICASE_NO_NATIVE=1 in the environment (benchmarks compare the two), the Python versions run alone.
-tests/test_native.py holds each C function equal to its Python original.
+Three hot loops have a C version (src/fabricase/_native.c): the plain `ethtool -S` table (parsers.ethtool), the
+clean item frames of a capture stream (collectors.framing), and the recording of those items into the capture
+index (capture_scan; built with OpenSSL's headers, it hashes them too). Each is exact: it returns what the Python
+original returns, or declines (None, NotImplemented, or stopping early) and the Python code reads that input
+itself, with its own errors. setup.py builds the extension where a C compiler and Python's headers are present;
+without it, or with FABRICASE_NO_NATIVE=1 in the environment (benchmarks compare the two), the Python versions
+run alone. tests/test_native.py holds each C function equal to its Python original.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["IN_USE", "plain_counters", "scan_items"]
+__all__ = ["HASHES", "IN_USE", "index_items", "plain_counters", "scan_items"]
 
 
 def _load() -> Any:
@@ -33,3 +34,5 @@ IN_USE: bool = _MODULE is not None
 plain_counters: Callable[[str], Any] | None = _MODULE.plain_counters if IN_USE else None
 scan_items: Callable[[bytes, int, int], tuple[list[tuple[int, bytes, str, int, int]], int]] | None = (
     _MODULE.scan_items if IN_USE else None)
+index_items: Callable[..., tuple[int, int, int]] | None = _MODULE.index_items if IN_USE else None
+HASHES: bool = IN_USE and bool(_MODULE.HASHES)  # index_items hashes each item (built with OpenSSL)

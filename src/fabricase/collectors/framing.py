@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from fabricase import native
 from fabricase.caps import MAX_ITEM_BYTES
 
-__all__ = ["MAX_SNAPSHOT", "FramedItem", "SnapshotMark", "StreamResult", "parse_stream", "scan_stream"]
+__all__ = ["MAX_SNAPSHOT", "FramedItem", "SnapshotMark", "StreamResult", "finish", "item_head", "parse_stream",
+           "read_frame", "scan_stream"]
 
 _MAGIC = b"@@FC1 "
 
@@ -123,73 +124,94 @@ def scan_stream(data: bytes, result: StreamResult) -> Iterator[tuple[bytes, tupl
 
     One pass over the headers, each split once. An item header's fields before its source repeat across a GPU
     host's 2,000 file items (`netdev file 0 0 2 0 - -`): they are converted once per distinct text. Linear in
-    the stream (the memo holds at most one entry per header)."""
+    the stream (the memo holds at most one entry per header). With the C extension (fabricase.native), runs of
+    clean items are read in C and every other frame here (read_frame)."""
     heads: dict[bytes, tuple[int, tuple] | None] = {}
-    item_header, clean_items = _ITEM_HEADER.match, native.scan_items
+    clean_items = native.scan_items
     pos, end = 0, len(data)
     while pos < end:
         if clean_items is not None:  # C: the run of clean items from here; what it stops at is read below
             batch, pos = clean_items(data, pos, MAX_ITEM_BYTES)
             for start, key, source, at, stop in batch:
-                head = heads.get(key, _MISSING)
-                if head is _MISSING:
-                    head = heads[key] = _item_head(key.split(b" "))
+                head = item_head(key, heads)
                 if head is None:
                     result.error = f"malformed item header at byte {start}"
                     return
                 yield key, head, source, at, stop
             if pos >= end:
                 break
-        m = item_header(data, pos)
-        if m is not None:
-            start, pos = pos, m.end()
-            key, raw_source = m.groups()
-            # The fields before the source, converted once per distinct text: most of a host's headers repeat one.
-            head = heads.get(key, _MISSING)
-            if head is _MISSING:
-                head = heads[key] = _item_head(key.split(b" "))
-            if head is None:
-                result.error = f"malformed item header at byte {start}"
-                break
-            n, known = head
-            source = raw_source.decode("utf-8", "surrogateescape")
-            if n > MAX_ITEM_BYTES:
-                # No collector writes this much (commands are cut at 8 MB): refused here, not when analyzed.
-                result.error = (f"item {source[:200]} (snapshot {known[2]}) is {n:,} bytes, over the "
-                                f"{MAX_ITEM_BYTES // 2**20} MiB cap on one item, at byte {start}")
-                break
-            stop = pos + n
-            if stop >= end or data[stop] != 10:  # 10: the newline that closes an item
-                result.error = f"stream cut inside item {source} (snapshot {known[2]}) at byte {pos}"
-                break
-            yield key, head, source, pos, stop
-            pos = stop + 1
-            continue
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            result.error = f"stream cut inside a frame header at byte {pos}"
+        step = read_frame(data, pos, result, heads)
+        if step is None:
             break
-        if not data.startswith(_MAGIC, pos):
-            result.error = f"unexpected bytes at byte {pos} (not a frame header)"
-            break
-        start, pos = pos, nl + 1
-        fields = data[start + len(_MAGIC):nl].split(b" ", 9)
-        tag = fields[0]
-        if tag == b"BEGIN":
-            result.began = True
-        elif tag == b"END":
-            result.complete = True
-            break
-        elif tag in (b"S", b"E"):
-            if not _mark(result, fields):
-                result.error = f"malformed snapshot marker at byte {pos}"
-                break
-        elif tag == b"I":  # an item header the pattern above did not match: fewer than its nine fields
+        pos, item = step
+        if item is not None:
+            yield item
+    finish(result)
+
+
+def item_head(key: bytes, heads: dict[bytes, tuple[int, tuple] | None]) -> tuple[int, tuple] | None:
+    """An item header's fields before its source (`key`) converted (_item_head), once per distinct key."""
+    head = heads.get(key, _MISSING)
+    if head is _MISSING:
+        head = heads[key] = _item_head(key.split(b" "))
+    return head
+
+
+def read_frame(data: bytes, pos: int, result: StreamResult, heads: dict[bytes, tuple[int, tuple] | None]
+               ) -> tuple[int, tuple[bytes, tuple[int, tuple], str, int, int] | None] | None:
+    """The frame at `pos`: (where the next one starts, the item as scan_stream yields it or None for a marker),
+    or None where reading stops (END, or result.error says why)."""
+    m = _ITEM_HEADER.match(data, pos)
+    end = len(data)
+    if m is not None:
+        start, pos = pos, m.end()
+        key, raw_source = m.groups()
+        head = item_head(key, heads)
+        if head is None:
             result.error = f"malformed item header at byte {start}"
-            break
-        else:
-            result.error = f"unknown frame {tag[:20]!r} at byte {start}"
-            break
+            return None
+        n, known = head
+        source = raw_source.decode("utf-8", "surrogateescape")
+        if n > MAX_ITEM_BYTES:
+            # No collector writes this much (commands are cut at 8 MB): refused here, not when analyzed.
+            result.error = (f"item {source[:200]} (snapshot {known[2]}) is {n:,} bytes, over the "
+                            f"{MAX_ITEM_BYTES // 2**20} MiB cap on one item, at byte {start}")
+            return None
+        stop = pos + n
+        if stop >= end or data[stop] != 10:  # 10: the newline that closes an item
+            result.error = f"stream cut inside item {source} (snapshot {known[2]}) at byte {pos}"
+            return None
+        return stop + 1, (key, head, source, pos, stop)
+    nl = data.find(b"\n", pos)
+    if nl < 0:
+        result.error = f"stream cut inside a frame header at byte {pos}"
+        return None
+    if not data.startswith(_MAGIC, pos):
+        result.error = f"unexpected bytes at byte {pos} (not a frame header)"
+        return None
+    start, pos = pos, nl + 1
+    fields = data[start + len(_MAGIC):nl].split(b" ", 9)
+    tag = fields[0]
+    if tag == b"BEGIN":
+        result.began = True
+    elif tag == b"END":
+        result.complete = True
+        return None
+    elif tag in (b"S", b"E"):
+        if not _mark(result, fields):
+            result.error = f"malformed snapshot marker at byte {pos}"
+            return None
+    elif tag == b"I":  # an item header the pattern above did not match: fewer than its nine fields
+        result.error = f"malformed item header at byte {start}"
+        return None
+    else:
+        result.error = f"unknown frame {tag[:20]!r} at byte {start}"
+        return None
+    return pos, None
+
+
+def finish(result: StreamResult) -> None:
+    """Reading has stopped: without an error or the END marker, say why the stream is incomplete."""
     if result.error is None and not result.complete:
         result.error = (
             "stream ended before the END marker (capture cut short)"
