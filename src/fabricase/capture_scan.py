@@ -21,6 +21,7 @@ from fabricase.capture_write import error_for, snapshot_infos
 from fabricase.collectors.framing import StreamResult, finish, item_head, read_frame, scan_stream
 from fabricase.collectors.plan import CapturePlan, CommandSpec
 from fabricase.models import SnapshotInfo
+from fabricase.trace import debug
 
 __all__ = ["ScannedStream", "scan_host"]
 
@@ -159,6 +160,7 @@ def _scan_native(data: bytes, plan: CapturePlan) -> ScannedStream | None:
             break
         pos, item = step
         if item is not None:
+            debug("recording: the C extension left an item at byte %d to Python; the stream is read in Python", pos)
             return None
     if result.error is None:
         finish(result)

@@ -15,20 +15,26 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HASHES", "IN_USE", "index_items", "plain_counters", "scan_items"]
+__all__ = ["HASHES", "IN_USE", "describe", "index_items", "plain_counters", "scan_items"]
 
 
-def _load() -> Any:
+def _load() -> tuple[Any, str]:
+    """The extension module (or None) and, for the --debug trace, why."""
     if os.environ.get("FABRICASE_NO_NATIVE", "") not in ("", "0"):
-        return None
+        return None, "off (FABRICASE_NO_NATIVE)"
     try:
         from fabricase import _native
-    except ImportError:
-        return None
-    return _native
+    except ImportError as exc:
+        return None, f"not built ({exc}): the Python versions run"
+    return _native, "in use" + ("" if _native.HASHES else ", without OpenSSL (items hashed in Python)")
 
 
-_MODULE = _load()
+def describe() -> str:
+    """One line for the --debug trace: whether the C extension is in use."""
+    return f"C extension fabricase._native: {_STATE}"
+
+
+_MODULE, _STATE = _load()
 IN_USE: bool = _MODULE is not None
 # None where the extension is not in use: the callers keep their Python path.
 plain_counters: Callable[[str], Any] | None = _MODULE.plain_counters if IN_USE else None

@@ -44,6 +44,8 @@ from fabricase.models import (
     MetricSample,
 )
 from fabricase.targets import Targets
+from fabricase.trace import debug
+from fabricase.trace import hosts as host_count
 from fabricase.transports import HostRun, Transport, get_transport, is_local_name
 
 if TYPE_CHECKING:
@@ -202,6 +204,11 @@ class _Recorder:
         if hosts >= self.PARALLEL_FROM and workers > 1:
             # spawn, not fork: the transport's threads are running.
             self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            debug("recording: %s in %d worker processes%s", host_count(hosts), workers,
+                  ", each host analyzed as it is written" if analyze else "")
+        else:
+            debug("recording: %s in this process (%s)", host_count(hosts), f"fewer than {self.PARALLEL_FROM} hosts"
+                  if hosts < self.PARALLEL_FROM else "one core")
 
     def record(self, run: HostRun) -> None:
         if self.pool is None:
@@ -248,6 +255,8 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
     plan = _plan(opts)
     nccl_logs = expand_globs(opts.nccl_logs, "--nccl-log")  # before any capture work: fail fast
     via = transport.name if transport else opts.via or default_via(targets)
+    debug("collect: %s via %s%s, fanout %d, capture format %d", host_count(len(targets.hosts)), via,
+          "" if transport or opts.via else " (chosen for these targets)", opts.fanout, version)
     job = {"job": targets.slurm or targets.job} if via == "slurm" else {}
     transport = transport or get_transport(via, fanout=opts.fanout, deadline_s=opts.deadline_s,
                                            ssh_options=opts.ssh_options, user=opts.user, gateways=opts.gateways,

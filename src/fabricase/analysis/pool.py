@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from fabricase.models import HostCapture, HostStatus
+from fabricase.trace import debug
+from fabricase.trace import hosts as host_count
 
 __all__ = ["MIN_POOL_HOSTS", "Outcome", "apply_outcome", "fewer_collections", "map_hosts", "outcome_of",
            "pool_workers"]
@@ -53,15 +55,30 @@ class Outcome(Generic[T]):
 
 def pool_workers(hosts: int) -> int:
     """How many processes analyze `hosts` hosts: 1 (serial) unless the fleet is large enough, the machine has
-    more than one core for us, fork is available and this process runs no other thread."""
+    more than one core for us, fork is available and this process runs no other thread. The --debug trace says
+    which, and why."""
     env = os.environ.get(WORKERS_ENV, "").strip()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     wanted = int(env) if env.isdigit() and int(env) > 0 else cores
-    if hosts < MIN_POOL_HOSTS or wanted < 2 or threading.active_count() > 1:
+    serial = _serial_reason(hosts, wanted, env)
+    if serial is not None:
+        debug("analysis: %s in this process (serial: %s)", host_count(hosts), serial)
         return 1
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 1
+    debug("analysis: %s in %d forked processes", host_count(hosts), min(wanted, hosts))
     return min(wanted, hosts)
+
+
+def _serial_reason(hosts: int, wanted: int, env: str) -> str | None:
+    """Why the analysis of `hosts` hosts stays in this process, or None when a pool may run."""
+    if hosts < MIN_POOL_HOSTS:
+        return f"fewer than {MIN_POOL_HOSTS} hosts"
+    if wanted < 2:
+        return f"{WORKERS_ENV}={env}" if env else "one core available"
+    if threading.active_count() > 1:  # a forked lock held by another thread would stay held
+        return f"{threading.active_count()} threads run in this process, and forking is unsafe then"
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return "this platform cannot fork"
+    return None
 
 
 # Set in the parent just before the fork and read by the children: (hosts, fn, exception types to catch).

@@ -6,7 +6,9 @@ completed with some hosts not captured, 130 interrupted. Tracebacks only with --
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from fabricase.cli.output import echo_line, err_console, inert
 from fabricase.config import Paths, resolve_paths
 from fabricase.errors import CaptureInterrupted, FabricaseError, TargetError
 from fabricase.models import Capture
+from fabricase.trace import LOG
 
 EXIT_PARTIAL = 3
 
@@ -65,6 +68,32 @@ class FabricaseGroup(click.Group):
                 raise
             raise _Failure(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
                            "traceback)") from exc
+
+
+class _TraceLine(logging.Handler):
+    """The --debug trace (fabricase.trace) on stderr, a line each, inert (a host or file name is data)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            echo_line(f"fabricase: debug: {record.getMessage()}", err=True)
+        except Exception:  # noqa: BLE001 - a trace line must never fail the command
+            self.handleError(record)
+
+
+def _trace(on: bool) -> None:
+    """The trace's handler attached for this invocation, or detached (a second invocation in one process, as in
+    tests or a library caller's, traces only when it too is asked to)."""
+    from fabricase import native
+
+    ours = [h for h in LOG.handlers if isinstance(h, _TraceLine)]
+    if not on:
+        for handler in ours:
+            LOG.removeHandler(handler)
+        return
+    if not ours:
+        LOG.addHandler(_TraceLine())
+    LOG.setLevel(logging.DEBUG)
+    LOG.debug("fabricase %s, Python %s; %s", __version__, sys.version.split()[0], native.describe())
 
 
 def paths() -> Paths:
@@ -215,7 +244,9 @@ class progress_bar:
 
 
 @click.group(cls=FabricaseGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, help="Show tracebacks (also FABRICASE_DEBUG=1).")
+@click.option("--debug", is_flag=True,
+              help="Show tracebacks, and trace on stderr the decisions made (processes, transport, C extension); "
+                   "also FABRICASE_DEBUG=1.")
 @click.version_option(__version__, prog_name="fabricase")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
@@ -223,3 +254,4 @@ def cli(ctx: click.Context, debug: bool) -> None:
     track the provider ticket."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    _trace(debug or _debug_on(None))
