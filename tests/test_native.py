@@ -43,7 +43,7 @@ def _real_ethtool_texts() -> list[str]:
     return texts
 
 
-def _plain_or_declined(text: str) -> None:
+def _plain_or_declined(text: str, hints: tuple[tuple[str, ...], ...] = ()) -> None:
     got = _native.plain_counters(text)
     if not text.isascii():
         assert got is NotImplemented
@@ -52,6 +52,12 @@ def _plain_or_declined(text: str) -> None:
     assert got == want
     if got is not None:
         assert list(got) == list(want)  # output order
+    for names in (*hints, tuple(want or ()), tuple(want or ())[:-1], tuple(reversed(list(want or ())))):
+        hinted = _native.plain_counters(text, names)  # a layout read before: the values alone when it fits
+        if type(hinted) is list:
+            assert want is not None and names == tuple(want) and hinted == list(want.values())
+        else:
+            assert hinted == want
 
 
 def _python_parse(text: str, monkeypatch) -> ethtool.CounterTable:
@@ -106,10 +112,11 @@ _lines = st.lists(st.one_of(
 
 
 @settings(max_examples=500, deadline=None)
-@given(_lines, st.sampled_from(["\n", "\r\n"]), st.booleans())
-def test_generated_counter_texts_read_the_same(lines, newline, trailing):
+@given(_lines, st.sampled_from(["\n", "\r\n"]), st.booleans(),
+       st.lists(st.tuples(st.sampled_from(["rx", "a", "rx_bytes.nic", "", "tx"])).map(tuple), max_size=3))
+def test_generated_counter_texts_read_the_same(lines, newline, trailing, names):
     text = newline.join(lines) + (newline if trailing else "")
-    _plain_or_declined(text)
+    _plain_or_declined(text, (tuple(n for (n,) in names),))
 
 
 @settings(max_examples=200, deadline=None)
@@ -127,6 +134,27 @@ def test_large_values_and_their_limits():
     assert _native.plain_counters("") == {}
     with pytest.raises(TypeError):
         _native.plain_counters(b"a: 1")
+    with pytest.raises(TypeError):
+        _native.plain_counters("a: 1", ["a"])
+    assert _native.plain_counters("a: 1\nb: 2", ("a", "b")) == [1, 2]
+    assert _native.plain_counters("a: 1\nb: 2", ("a", 7)) == {"a": 1, "b": 2}  # not a name: read without it
+    assert _native.plain_counters("a: 1\nb: 2", ("a", "b\u00e9")) == {"a": 1, "b": 2}
+    assert _native.plain_counters("NIC statistics:\n\n", ()) == []
+    assert _native.plain_counters("stats:\n\n", ()) is None  # not a header: not a plain table
+
+
+def test_ports_of_one_layout_read_by_the_names_learned(monkeypatch):
+    """parse_ethtool_stats learns a port's names and reads the next output of as many lines by them: the same
+    table, and a port with other names (or another value) is read for what it is."""
+    monkeypatch.setattr(ethtool, "_NAMES", {})
+    mlx5 = (ETHTOOL / "ethtool-S_mlx5_core.txt").read_text()
+    first = ethtool.parse_ethtool_stats(mlx5)
+    assert ethtool._NAMES[mlx5.count("\n")] == tuple(first)
+    again = mlx5.replace(": 0\n", ": 7\n", 3)
+    _assert_parse_same(again, monkeypatch)
+    renamed = mlx5.replace("rx_", "rz_", 1)
+    _assert_parse_same(renamed, monkeypatch)
+    assert ethtool.parse_ethtool_stats(renamed) != ethtool.parse_ethtool_stats(again)
 
 
 # --- the stream's item frames --------------------------------------------------------------------------------

@@ -72,19 +72,63 @@ static PyObject *digits_value(const char *d0, const char *d1) {
 }
 
 PyDoc_STRVAR(plain_counters_doc,
-"plain_counters(text) -> dict | None | NotImplemented\n\n"
+"plain_counters(text, names=None) -> dict | list | None | NotImplemented\n\n"
 "_plain_table(text) of parsers.ethtool: {name: value} when every line is a plain counter line, a blank line or\n"
-"a '... statistics:' header and the names are distinct, else None. NotImplemented for text that is not ASCII.");
+"a '... statistics:' header and the names are distinct, else None. NotImplemented for text that is not ASCII.\n"
+"`names`, a tuple of distinct ASCII names (a layout read before): when the text's counter lines name exactly\n"
+"these, in this order, the values alone, as a list (no name is built or hashed); otherwise as without it.");
 
-static PyObject *plain_counters(PyObject *self, PyObject *arg) {
-    if (!PyUnicode_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "plain_counters: a str");
+/* The values of a plain table whose counter lines name `names` in order; Py_None where it is not such a table
+   (the caller reads it again without the hint), NULL on error. */
+static PyObject *hinted_values(const char *s, const char *end, PyObject *names) {
+    const Py_ssize_t count = PyTuple_GET_SIZE(names);
+    PyObject *values = PyList_New(count);
+    if (values == NULL) return NULL;
+    Py_ssize_t i = 0;
+    const char *line = s;
+    for (;;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *e = nl ? nl : end;
+        const char *n0, *n1, *d0, *d1;
+        if (plain_line(line, e, &n0, &n1, &d0, &d1)) {
+            PyObject *want = i < count ? PyTuple_GET_ITEM(names, i) : NULL;
+            if (want == NULL || !PyUnicode_Check(want) || !PyUnicode_IS_ASCII(want) ||
+                PyUnicode_GET_LENGTH(want) != n1 - n0 || memcmp(PyUnicode_DATA(want), n0, (size_t)(n1 - n0)) != 0)
+                goto other;
+            PyObject *value = digits_value(d0, d1);
+            if (value == NULL) {
+                Py_DECREF(values);
+                return NULL;
+            }
+            PyList_SET_ITEM(values, i, value);
+            i++;
+        } else if (!header_or_blank(line, e)) {
+            goto other;
+        }
+        if (nl == NULL) break;
+        line = nl + 1;
+    }
+    if (i == count) return values;
+other:
+    Py_DECREF(values);  /* the items set so far are released with it; the others are NULL */
+    Py_RETURN_NONE;
+}
+
+static PyObject *plain_counters(PyObject *self, PyObject *args) {
+    PyObject *arg, *names = Py_None;
+    if (!PyArg_ParseTuple(args, "U|O", &arg, &names)) return NULL;
+    if (names != Py_None && !PyTuple_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "plain_counters: names is a tuple or None");
         return NULL;
     }
-    if (PyUnicode_READY(arg) < 0) return NULL;
     if (!PyUnicode_IS_ASCII(arg)) Py_RETURN_NOTIMPLEMENTED;
     const char *s = (const char *)PyUnicode_DATA(arg);
     const char *end = s + PyUnicode_GET_LENGTH(arg);
+    if (names != Py_None) {
+        PyObject *values = hinted_values(s, end, names);
+        if (values != Py_None) return values;  /* the list, or NULL */
+        Py_DECREF(values);
+    }
     PyObject *table = PyDict_New();
     if (table == NULL) return NULL;
     const char *line = s;
@@ -436,7 +480,7 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"plain_counters", plain_counters, METH_O, plain_counters_doc},
+    {"plain_counters", plain_counters, METH_VARARGS, plain_counters_doc},
     {"scan_items", scan_items, METH_VARARGS, scan_items_doc},
     {"index_items", index_items, METH_VARARGS, index_items_doc},
     {NULL, NULL, 0, NULL},

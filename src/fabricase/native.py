@@ -37,7 +37,7 @@ def describe() -> str:
 _MODULE, _STATE = _load()
 IN_USE: bool = _MODULE is not None
 # None where the extension is not in use: the callers keep their Python path.
-plain_counters: Callable[[str], Any] | None = _MODULE.plain_counters if IN_USE else None
+plain_counters: Callable[..., Any] | None = _MODULE.plain_counters if IN_USE else None
 scan_items: Callable[[bytes, int, int], tuple[list[tuple[int, bytes, str, int, int]], int]] | None = (
     _MODULE.scan_items if IN_USE else None)
 index_items: Callable[..., tuple[int, int, int]] | None = _MODULE.index_items if IN_USE else None

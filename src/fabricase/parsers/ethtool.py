@@ -114,9 +114,17 @@ def parse_ethtool_stats(text: str | None) -> CounterTable:
     """
     table = CounterTable()
     if native.plain_counters is not None and text and text.isascii():  # C: the whole table in one pass
-        fast = native.plain_counters(text)
+        lines = text.count("\n")
+        names = _NAMES.get(lines)
+        fast = native.plain_counters(text, names)
+        if type(fast) is list:  # the counters named as in the last table of as many lines: only their values
+            table.update(zip(names, fast, strict=True))  # type: ignore[arg-type]  # names is the tuple given
+            return table
         if fast is not None:
             table.update(fast)
+            if len(_NAMES) >= _MAX_LAYOUTS:
+                _NAMES.clear()
+            _NAMES[lines] = tuple(fast)
             return table
         return _counter_lines(text, table)  # not a plain table: the layouts and _plain_table say so too
     known = _known_layout(text or "")
@@ -174,6 +182,9 @@ class _Layout(NamedTuple):
 
 
 _LAYOUTS: dict[tuple[int, str, str], list[_Layout]] = {}  # (token count, first, last but one token) -> layouts
+# With the C extension: line count -> the counter names of the last plain table of that many lines. A port prints
+# the same names every time, so native.plain_counters checks them in place and builds only the values.
+_NAMES: dict[int, tuple[str, ...]] = {}
 _MAX_LAYOUTS = 256
 
 
