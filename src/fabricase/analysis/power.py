@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from fabricase.analysis.fleet import MIN_EVENTS, fleet_inputs
 from fabricase.analysis.fleet_gather import classes_of, host_intervals, layout_of
+from fabricase.analysis.stats import scipy_special
 from fabricase.models import MetricSample
 
 __all__ = [
@@ -93,16 +93,16 @@ def threshold_count(background_per_s: float, interval_s: float, tests: int, *, a
     mu = max(background_per_s, 0.0) * interval_s
     cut = alpha / max(tests, 1)
     k = max(min_events, 1)
-    if special.pdtrc(k - 1, mu) <= cut:
+    if scipy_special().pdtrc(k - 1, mu) <= cut:
         return k
     # The tail falls monotonically in k: double until below the cut, then bisect.
     hi = k * 2
-    while special.pdtrc(hi - 1, mu) > cut:
+    while scipy_special().pdtrc(hi - 1, mu) > cut:
         hi *= 2
     lo = hi // 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if special.pdtrc(mid - 1, mu) <= cut else (mid, hi)
+        lo, hi = (lo, mid) if scipy_special().pdtrc(mid - 1, mu) <= cut else (mid, hi)
     return hi
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from scipy import special as _sp  # scipy.special, not scipy.stats: 0.25 s to import instead of 1.1 s
 
 __all__ = [
     "PSEUDO_COUNT",
+    "scipy_special",
     "RATE_LIMIT_ALPHA",
     "TRIM_ALPHA",
     "TRIM_ROUNDS",
@@ -39,6 +40,14 @@ __all__ = [
     "normal_upper_tail",
     "robust_z",
 ]
+
+
+def scipy_special() -> Any:
+    """scipy.special, imported when a statistical test first needs it: 0.3 s of start-up that `fabricase --help`,
+    `list` and the recording workers do not pay until then (scipy.stats would be 1.1 s)."""
+    from scipy import special
+
+    return special
 
 PSEUDO_COUNT = 0.5  # added to the pooled count so that an all-zero fleet has a small positive rate, never 0
 TRIM_ALPHA = 0.05  # components with a within-group BH q below this are left out of the baseline
@@ -103,7 +112,7 @@ def overdispersed(counts, exposure, *, mask: np.ndarray | None = None) -> bool:
     rate = (c[m].sum() + PSEUDO_COUNT) / e[m].sum()
     mu = rate * e[m]
     x2 = float(np.sum((c[m] - mu) ** 2 / mu))
-    return bool(_sp.chdtrc(n - 1, x2) < DISPERSION_TEST_P)  # chi-square survival, as scipy.stats.chi2.sf
+    return bool(scipy_special().chdtrc(n - 1, x2) < DISPERSION_TEST_P)  # chi-square survival, as scipy.stats.chi2.sf
 
 
 def poisson_upper_pvalues(counts, exposure, *, leave_one_out: bool = True,
@@ -118,7 +127,7 @@ def poisson_upper_pvalues(counts, exposure, *, leave_one_out: bool = True,
 
 def _poisson_sf(k: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """P(X > k) for X ~ Poisson(mu): the regularized lower incomplete gamma P(k + 1, mu) (= poisson.sf)."""
-    return np.where(k < 0, 1.0, _sp.pdtrc(np.maximum(k, 0), mu))
+    return np.where(k < 0, 1.0, scipy_special().pdtrc(np.maximum(k, 0), mu))
 
 
 def rate_limit_pvalue(count: float, interval_s: float, limit_per_s: float) -> float:
@@ -132,7 +141,7 @@ def rate_limit_pvalue(count: float, interval_s: float, limit_per_s: float) -> fl
         raise ValueError(f"count must be non-negative and finite, got {count!r}")
     if count <= 0:
         return 1.0
-    return float(_sp.pdtrc(math.ceil(count) - 1, limit_per_s * interval_s))
+    return float(scipy_special().pdtrc(math.ceil(count) - 1, limit_per_s * interval_s))
 
 
 def exceeds_rate_limit(count: float, interval_s: float, limit_per_s: float,
@@ -146,7 +155,7 @@ def exceeds_rate_limit(count: float, interval_s: float, limit_per_s: float,
 
 def _nbinom_sf(k: np.ndarray, size: np.ndarray, p: np.ndarray) -> np.ndarray:
     """P(X > k) for X ~ NB(size, p), real size: I_{1-p}(k + 1, size) (= scipy.stats.nbinom.sf)."""
-    return np.where(k < 0, 1.0, _sp.betainc(np.maximum(k, 0) + 1.0, size, 1.0 - p))
+    return np.where(k < 0, 1.0, scipy_special().betainc(np.maximum(k, 0) + 1.0, size, 1.0 - p))
 
 
 def negbin_upper_pvalues(counts, exposure, *, leave_one_out: bool = True,
@@ -250,7 +259,7 @@ def robust_z(values) -> np.ndarray:
 def normal_upper_tail(z) -> np.ndarray:
     """P(Z >= z) for a standard normal: the one-sided p-value of a robust z-score. NaN in, 1 out."""
     z = np.asarray(z, dtype=float)
-    return np.where(np.isfinite(z), _sp.ndtr(-np.nan_to_num(z)), 1.0)
+    return np.where(np.isfinite(z), scipy_special().ndtr(-np.nan_to_num(z)), 1.0)
 
 
 def benjamini_hochberg(pvalues) -> np.ndarray:
