@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import fleetgen  # noqa: E402
 
+from fabricase import native  # noqa: E402
 from fabricase.analysis import analyze  # noqa: E402
 from fabricase.capturedir import load_capture  # noqa: E402
 from fabricase.diagnosis import diagnose, host_hardware  # noqa: E402
@@ -173,7 +174,7 @@ def main() -> None:
             _split(load_capture(root, verify=False), topology, placed, with_hardware, diagnosing)
     what = "8 IB ports, NVLinks, RoCE ports, kernel log" if args.full else "8 IB ports"
     print(f"{args.hosts} hosts x ({what}); median of {args.runs} runs")
-    print(f"{found} findings, {suspects} suspects")
+    print(f"{found} findings, {suspects} suspects; {native.describe()}")
     print(f"{'':<28} {'wall':>9} {'CPU':>9}")
     print(loads.line("load"))
     print(analyses.line("analyze"))

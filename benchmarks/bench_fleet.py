@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
 from click.testing import CliRunner  # noqa: E402
 
-from fabricase import capture_write, pipeline  # noqa: E402
+from fabricase import capture_write, native, pipeline  # noqa: E402
 from fabricase.cli import capture_cmds, cli  # noqa: E402
 from fabricase.collectors import select_collectors  # noqa: E402
 from fabricase.collectors.plan import CapturePlan, compile_script  # noqa: E402
@@ -206,6 +206,7 @@ def main() -> None:
           f"{cpu_self:.1f} s this process, {cpu_workers:.1f} s workers")
     print(f"  load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, {os.cpu_count()} CPUs; "
           f"a 10^7-step loop took {loop:.2f} s after the run")
+    print(f"  {native.describe()} (FABRICASE_NO_NATIVE=1 compares without it)")
     print(f"peak RSS {peak / 1024:.0f} MiB (before the run {rss_before / 1024:.0f} MiB) + largest worker "
           f"{workers_peak / 1024:.0f} MiB = {(peak + workers_peak) / 1024:.0f} MiB; peak open fds {peak_fds}")
     print(f"capture directory {size / 2**20:.0f} MiB, of which indexes {index_bytes / 2**20:.1f} MiB; "
