@@ -171,7 +171,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _authorized(self) -> bool:
         if self.state.anonymous_reads and self.command == "GET" and "Authorization" not in self.headers:
             return True
-        if self.headers.get("Authorization") != f"Bearer {self.state.token}":
+        # The scheme's case is not checked, as the API server's bearer authenticator does not (the in-cluster
+        # loader sends "bearer <token>", kubeconfigs' tokens go as "Bearer <token>").
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or token != self.state.token:
             self._send(401, _status(401, "Unauthorized", "Unauthorized"))
             return False
         return True
