@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -182,15 +183,20 @@ def test_real_streams_scan_the_same(host_streams, monkeypatch):  # noqa: F811 - 
         assert batch == [] and data.startswith(b"@@FC1 BEGIN", stop)  # stops at the first frame not an item
 
 
-def test_mutated_and_cut_streams_scan_the_same(host_streams, monkeypatch):  # noqa: F811 - the fixture
-    rng = random.Random(3)
-    small = host_streams["efa"]
-    for _ in range(150):
-        data = small
+def _mutated(data: bytes, seed: int, count: int) -> Iterator[bytes]:
+    """`count` hostile variants of a real stream (one to three edits each), each whole and then cut."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        mutated = data
         for _ in range(rng.randrange(1, 4)):
-            data = _mutate(data, rng)
+            mutated = _mutate(mutated, rng)
+        yield mutated
+        yield mutated[:rng.randrange(len(mutated) + 1)]
+
+
+def test_mutated_and_cut_streams_scan_the_same(host_streams, monkeypatch):  # noqa: F811 - the fixture
+    for data in _mutated(host_streams["efa"], 3, 150):
         _assert_scan_same(data, monkeypatch)
-        _assert_scan_same(data[:rng.randrange(len(data) + 1)], monkeypatch)
 
 
 @settings(max_examples=400, deadline=None)
@@ -259,14 +265,8 @@ def test_the_suite_stream_literals_and_their_cuts_record_the_same():
 
 
 def test_mutated_streams_record_the_same(host_streams):  # noqa: F811 - the fixture
-    rng = random.Random(7)
-    small = host_streams["efa"]
-    for _ in range(120):
-        data = small
-        for _ in range(rng.randrange(1, 4)):
-            data = _mutate(data, rng)
+    for data in _mutated(host_streams["efa"], 7, 120):
         _assert_recorded_same(data)
-        _assert_recorded_same(data[:rng.randrange(len(data) + 1)])
 
 
 @settings(max_examples=300, deadline=None)

@@ -59,6 +59,19 @@ static int header_or_blank(const char *p, const char *e) {
     return e - p >= k && memcmp(e - k, tail, (size_t)k) == 0;
 }
 
+/* The line at *cursor (moved past it; *more cleared after the last line): 1 a counter line (the name's and the
+   digits' spans set), 0 a blank line or a "... statistics:" header, -1 any other line. */
+static int table_line(const char **cursor, const char *end, int *more, const char **n0, const char **n1,
+                      const char **d0, const char **d1) {
+    const char *line = *cursor;
+    const char *nl = memchr(line, '\n', (size_t)(end - line));
+    const char *e = nl ? nl : end;
+    *more = nl != NULL;
+    *cursor = nl ? nl + 1 : end;
+    if (plain_line(line, e, n0, n1, d0, d1)) return 1;
+    return header_or_blank(line, e) ? 0 : -1;
+}
+
 static PyObject *digits_value(const char *d0, const char *d1) {
     if (d1 - d0 <= 18) {
         long long v = 0;
@@ -85,28 +98,22 @@ static PyObject *hinted_values(const char *s, const char *end, PyObject *names) 
     PyObject *values = PyList_New(count);
     if (values == NULL) return NULL;
     Py_ssize_t i = 0;
-    const char *line = s;
-    for (;;) {
-        const char *nl = memchr(line, '\n', (size_t)(end - line));
-        const char *e = nl ? nl : end;
-        const char *n0, *n1, *d0, *d1;
-        if (plain_line(line, e, &n0, &n1, &d0, &d1)) {
-            PyObject *want = i < count ? PyTuple_GET_ITEM(names, i) : NULL;
-            if (want == NULL || !PyUnicode_Check(want) || !PyUnicode_IS_ASCII(want) ||
-                PyUnicode_GET_LENGTH(want) != n1 - n0 || memcmp(PyUnicode_DATA(want), n0, (size_t)(n1 - n0)) != 0)
-                goto other;
-            PyObject *value = digits_value(d0, d1);
-            if (value == NULL) {
-                Py_DECREF(values);
-                return NULL;
-            }
-            PyList_SET_ITEM(values, i, value);
-            i++;
-        } else if (!header_or_blank(line, e)) {
+    const char *cursor = s, *n0, *n1, *d0, *d1;
+    for (int more = 1; more;) {
+        const int kind = table_line(&cursor, end, &more, &n0, &n1, &d0, &d1);
+        if (kind < 0) goto other;
+        if (kind == 0) continue;
+        PyObject *want = i < count ? PyTuple_GET_ITEM(names, i) : NULL;
+        if (want == NULL || !PyUnicode_Check(want) || !PyUnicode_IS_ASCII(want) ||
+            PyUnicode_GET_LENGTH(want) != n1 - n0 || memcmp(PyUnicode_DATA(want), n0, (size_t)(n1 - n0)) != 0)
             goto other;
+        PyObject *value = digits_value(d0, d1);
+        if (value == NULL) {
+            Py_DECREF(values);
+            return NULL;
         }
-        if (nl == NULL) break;
-        line = nl + 1;
+        PyList_SET_ITEM(values, i, value);
+        i++;
     }
     if (i == count) return values;
 other:
@@ -131,35 +138,31 @@ static PyObject *plain_counters(PyObject *self, PyObject *args) {
     }
     PyObject *table = PyDict_New();
     if (table == NULL) return NULL;
-    const char *line = s;
-    for (;;) {
-        const char *nl = memchr(line, '\n', (size_t)(end - line));
-        const char *e = nl ? nl : end;
-        const char *n0, *n1, *d0, *d1;
-        if (plain_line(line, e, &n0, &n1, &d0, &d1)) {
-            PyObject *name = PyUnicode_FromStringAndSize(n0, n1 - n0);
-            if (name == NULL) goto fail;
-            int present = PyDict_Contains(table, name);
-            if (present != 0) {  /* a repeated name (or an error) */
-                Py_DECREF(name);
-                if (present < 0) goto fail;
-                Py_DECREF(table);
-                Py_RETURN_NONE;
-            }
-            PyObject *value = digits_value(d0, d1);
-            if (value == NULL || PyDict_SetItem(table, name, value) < 0) {
-                Py_DECREF(name);
-                Py_XDECREF(value);
-                goto fail;
-            }
-            Py_DECREF(name);
-            Py_DECREF(value);
-        } else if (!header_or_blank(line, e)) {
+    const char *cursor = s, *n0, *n1, *d0, *d1;
+    for (int more = 1; more;) {
+        const int kind = table_line(&cursor, end, &more, &n0, &n1, &d0, &d1);
+        if (kind < 0) {
             Py_DECREF(table);
             Py_RETURN_NONE;
         }
-        if (nl == NULL) break;
-        line = nl + 1;
+        if (kind == 0) continue;
+        PyObject *name = PyUnicode_FromStringAndSize(n0, n1 - n0);
+        if (name == NULL) goto fail;
+        int present = PyDict_Contains(table, name);
+        if (present != 0) {  /* a repeated name (or an error) */
+            Py_DECREF(name);
+            if (present < 0) goto fail;
+            Py_DECREF(table);
+            Py_RETURN_NONE;
+        }
+        PyObject *value = digits_value(d0, d1);
+        if (value == NULL || PyDict_SetItem(table, name, value) < 0) {
+            Py_DECREF(name);
+            Py_XDECREF(value);
+            goto fail;
+        }
+        Py_DECREF(name);
+        Py_DECREF(value);
     }
     return table;
 fail:
@@ -190,6 +193,40 @@ static int frame_int(const char *p, const char *e, long long *out) {
     return 1;
 }
 
+/* The clean item frame at `pos`, as _ITEM_HEADER and scan_stream's checks take it: "@@FC1 I ", eight fields each
+   [^ \n]* and its space (the key), the source up to the line's end, a size (field 5) of 0..max_item, and the
+   content's closing newline inside the data. 0 for anything else (the Python code reads it). */
+typedef struct {
+    const char *key0, *key1, *nl;  /* the key is [key0, key1), the source [key1, nl) */
+    Py_ssize_t content, stop;      /* the content is [content, stop); data[stop] is its newline */
+    long long size;
+} CleanItem;
+
+static int clean_item_at(const char *data, Py_ssize_t end, Py_ssize_t pos, Py_ssize_t max_item, CleanItem *it) {
+    if (end - pos < MAGIC_ITEM_LEN || memcmp(data + pos, MAGIC_ITEM, MAGIC_ITEM_LEN) != 0) return 0;
+    const char *p = data + pos + MAGIC_ITEM_LEN, *stop_at = data + end;
+    const char *size0 = NULL, *size1 = NULL;
+    it->key0 = p;
+    for (int fields = 0; fields < 8; fields++) {
+        const char *f0 = p;
+        while (p < stop_at && *p != ' ' && *p != '\n') p++;
+        if (p == stop_at || *p != ' ') return 0;
+        if (fields == 4) {
+            size0 = f0;
+            size1 = p;
+        }
+        p++;
+    }
+    it->key1 = p;
+    it->nl = memchr(p, '\n', (size_t)(stop_at - p));
+    if (it->nl == NULL) return 0;
+    if (!frame_int(size0, size1, &it->size) || it->size < 0 || it->size > max_item) return 0;
+    it->content = (it->nl - data) + 1;
+    if (it->size >= end - it->content) return 0;  /* the closing newline must be inside data */
+    it->stop = it->content + (Py_ssize_t)it->size;
+    return data[it->stop] == '\n';
+}
+
 PyDoc_STRVAR(scan_items_doc,
 "scan_items(data, pos, max_item) -> (items, pos)\n\n"
 "The item frames of a framed stream from `pos` on that scan_stream's item path takes without a question: a\n"
@@ -208,31 +245,10 @@ static PyObject *scan_items(PyObject *self, PyObject *args) {
     if (items == NULL) goto fail;
     if (pos < 0) pos = 0;
     while (pos < end) {
-        if (end - pos < MAGIC_ITEM_LEN || memcmp(data + pos, MAGIC_ITEM, MAGIC_ITEM_LEN) != 0) break;
-        const char *p = data + pos + MAGIC_ITEM_LEN, *stop_at = data + end;
-        const char *key0 = p, *size0 = NULL, *size1 = NULL;
-        int fields = 0;
-        while (fields < 8) {  /* eight fields, each [^ \n]* and its space */
-            const char *f0 = p;
-            while (p < stop_at && *p != ' ' && *p != '\n') p++;
-            if (p == stop_at || *p != ' ') break;
-            if (fields == 4) {
-                size0 = f0;
-                size1 = p;
-            }
-            p++;
-            fields++;
-        }
-        if (fields < 8) break;
-        const char *key1 = p;
-        const char *nl = memchr(p, '\n', (size_t)(stop_at - p));
-        if (nl == NULL) break;
-        long long n;
-        if (!frame_int(size0, size1, &n) || n < 0 || n > max_item) break;
-        const Py_ssize_t content = (nl - data) + 1;
-        if (n >= end - content) break;  /* the closing newline must be inside data */
-        const Py_ssize_t stop = content + (Py_ssize_t)n;
-        if (data[stop] != '\n') break;
+        CleanItem it;
+        if (!clean_item_at(data, end, pos, max_item, &it)) break;
+        const char *key0 = it.key0, *key1 = it.key1, *nl = it.nl;
+        const Py_ssize_t content = it.content, stop = it.stop;
         PyObject *key = PyBytes_FromStringAndSize(key0, key1 - key0);
         PyObject *source = key ? PyUnicode_DecodeUTF8(key1, nl - key1, "surrogateescape") : NULL;
         PyObject *item = source ? Py_BuildValue("(nOOnn)", pos, key, source, content, stop) : NULL;
@@ -327,31 +343,11 @@ static PyObject *index_items(PyObject *self, PyObject *args) {
     const Py_ssize_t end = buf.len;
     if (pos < 0) pos = 0;
     while (pos < end) {
-        if (end - pos < MAGIC_ITEM_LEN || memcmp(data + pos, MAGIC_ITEM, MAGIC_ITEM_LEN) != 0) break;
-        const char *p = data + pos + MAGIC_ITEM_LEN, *stop_at = data + end;
-        const char *key0 = p, *size0 = NULL, *size1 = NULL;
-        int fields = 0;
-        while (fields < 8) {
-            const char *f0 = p;
-            while (p < stop_at && *p != ' ' && *p != '\n') p++;
-            if (p == stop_at || *p != ' ') break;
-            if (fields == 4) {
-                size0 = f0;
-                size1 = p;
-            }
-            p++;
-            fields++;
-        }
-        if (fields < 8) break;
-        const char *key1 = p;
-        const char *nl = memchr(p, '\n', (size_t)(stop_at - p));
-        if (nl == NULL) break;
-        long long n;
-        if (!frame_int(size0, size1, &n) || n < 0 || n > max_item) break;
-        const Py_ssize_t content = (nl - data) + 1;
-        if (n >= end - content) break;
-        const Py_ssize_t stop = content + (Py_ssize_t)n;
-        if (data[stop] != '\n') break;
+        CleanItem it;
+        if (!clean_item_at(data, end, pos, max_item, &it)) break;
+        const char *key0 = it.key0, *key1 = it.key1, *nl = it.nl;
+        const Py_ssize_t content = it.content, stop = it.stop;
+        const long long n = it.size;
 
         PyObject *entry;
         if (last_key != NULL && PyBytes_GET_SIZE(last_key) == key1 - key0 &&

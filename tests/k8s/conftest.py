@@ -50,3 +50,24 @@ def lab():
     from lab import conftest as lab_conftest  # tests/ is on pythonpath (pyproject.toml)
 
     yield from lab_conftest.lab.__wrapped__()
+
+
+def collect_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kubeconfig: Path | None) -> tuple[int, dict, str]:
+    """`fabricase collect --k8s-nodes pool=train --json` (the netdev collector) with KUBECONFIG at `kubeconfig`
+    (None: unset, for the in-cluster path): the exit code, the JSON document (empty if none) and stderr."""
+    import json
+
+    from click.testing import CliRunner
+
+    from fabricase.cli import cli
+
+    monkeypatch.setenv("FABRICASE_HOME", str(tmp_path / "home"))
+    if kubeconfig is None:
+        monkeypatch.delenv("KUBECONFIG", raising=False)
+    else:
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    result = CliRunner().invoke(cli, ["collect", "--k8s-nodes", "pool=train", "--interval", "0", "--collector",
+                                      "netdev", "--timeout", "30", "-o", str(tmp_path / "capture"), "--json"],
+                                catch_exceptions=False)
+    doc = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
+    return result.exit_code, doc, result.stderr

@@ -4,16 +4,12 @@ requires one, and a server the CA did not sign is refused in one line, with noth
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from fabricase.cli import cli
-
-from .conftest import Cluster
+from .conftest import Cluster, collect_pool
 from .standin import write_kubeconfig
 from .tls_front import Pki, TlsFront, make_pki
 
@@ -40,19 +36,9 @@ def _kubeconfig(path: Path, cluster: Cluster, front: TlsFront, ca: Pki, client: 
     return path
 
 
-def _collect(kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict, str]:
-    monkeypatch.setenv("FABRICASE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    result = CliRunner().invoke(cli, ["collect", "--k8s-nodes", "pool=train", "--interval", "0", "--collector",
-                                      "netdev", "--timeout", "30", "-o", str(tmp_path / "capture"), "--json"],
-                                catch_exceptions=False)
-    doc = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
-    return result.exit_code, doc, result.stderr
-
-
 def test_collect_over_tls_verifies_the_server_with_the_kubeconfigs_ca(cluster, front, pki, tmp_path, monkeypatch):
     cluster.add_node("gpu-1", labels={"pool": "train"})
-    code, doc, err = _collect(_kubeconfig(tmp_path / "kc", cluster, front, pki), tmp_path, monkeypatch)
+    code, doc, err = collect_pool(tmp_path, monkeypatch, _kubeconfig(tmp_path / "kc", cluster, front, pki))
     assert code == 0, err
     assert [(h["host"], h["status"]) for h in doc["hosts"]] == [("gpu-1", "ok")]
     assert doc["hosts"][0]["items"] > 0
@@ -64,7 +50,7 @@ def test_collect_over_tls_verifies_the_server_with_the_kubeconfigs_ca(cluster, f
 def test_a_client_certificate_from_the_kubeconfig_is_presented_for_reads_and_exec(cluster, front, pki, tmp_path,
                                                                                 monkeypatch):
     cluster.add_node("gpu-1", labels={"pool": "train"})
-    code, doc, err = _collect(_kubeconfig(tmp_path / "kc", cluster, front, pki, client=pki), tmp_path, monkeypatch)
+    code, doc, err = collect_pool(tmp_path, monkeypatch, _kubeconfig(tmp_path / "kc", cluster, front, pki, client=pki))
     assert code == 0, err
     assert [(h["host"], h["status"]) for h in doc["hosts"]] == [("gpu-1", "ok")]
     assert len(cluster.state.execs) == 1 and front.refused == 0
@@ -74,7 +60,7 @@ def test_a_client_certificate_from_the_kubeconfig_is_presented_for_reads_and_exe
 def test_without_the_client_certificate_the_server_refuses_and_collect_says_so(cluster, front, pki, tmp_path,
                                                                              monkeypatch):
     cluster.add_node("gpu-1", labels={"pool": "train"})
-    code, doc, err = _collect(_kubeconfig(tmp_path / "kc", cluster, front, pki), tmp_path, monkeypatch)
+    code, doc, err = collect_pool(tmp_path, monkeypatch, _kubeconfig(tmp_path / "kc", cluster, front, pki))
     assert code != 0 and front.refused >= 1, err
     assert cluster.state.execs == []
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
@@ -86,7 +72,7 @@ def test_without_the_client_certificate_the_server_refuses_and_collect_says_so(c
 def test_a_server_the_ca_did_not_sign_is_refused_in_one_line(cluster, front, pki, tmp_path, monkeypatch):
     cluster.add_node("gpu-1", labels={"pool": "train"})
     other = make_pki("another-ca")
-    code, doc, err = _collect(_kubeconfig(tmp_path / "kc", cluster, front, other), tmp_path, monkeypatch)
+    code, doc, err = collect_pool(tmp_path, monkeypatch, _kubeconfig(tmp_path / "kc", cluster, front, other))
     assert code != 0
     assert cluster.state.execs == []  # nothing ran on a node through an unverified server
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

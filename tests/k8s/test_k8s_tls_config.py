@@ -7,18 +7,14 @@ websocket take the same way."""
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from fabricase.cli import cli
-
-from .conftest import Cluster
+from .conftest import Cluster, collect_pool
 from .standin import write_kubeconfig
 from .tls_front import Pki, TlsFront, make_pki
 
@@ -96,19 +92,6 @@ class ConnectProxy:
         self.listener.close()
 
 
-def _collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kubeconfig: Path | None) -> tuple[int, dict, str]:
-    monkeypatch.setenv("FABRICASE_HOME", str(tmp_path / "home"))
-    if kubeconfig is None:
-        monkeypatch.delenv("KUBECONFIG", raising=False)
-    else:
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    result = CliRunner().invoke(cli, ["collect", "--k8s-nodes", "pool=train", "--interval", "0", "--collector",
-                                      "netdev", "--timeout", "30", "-o", str(tmp_path / "capture"), "--json"],
-                                catch_exceptions=False)
-    doc = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
-    return result.exit_code, doc, result.stderr
-
-
 def _captured(doc: dict, cluster: Cluster) -> None:
     assert [(h["host"], h["status"]) for h in doc["hosts"]] == [("gpu-1", "ok")]
     assert doc["hosts"][0]["items"] > 0
@@ -119,7 +102,7 @@ def test_insecure_skip_tls_verify_reaches_a_server_without_its_ca(cluster, front
     cluster.add_node("gpu-1", labels={"pool": "train"})
     kubeconfig = tmp_path / "kc"
     write_kubeconfig(kubeconfig, front.url, cluster.state.token, cluster={"insecure-skip-tls-verify": True})
-    code, doc, err = _collect(tmp_path, monkeypatch, kubeconfig)
+    code, doc, err = collect_pool(tmp_path, monkeypatch, kubeconfig)
     assert code == 0, err
     _captured(doc, cluster)
     assert front.handshakes >= 2  # the reads and the exec websocket, both over TLS
@@ -131,7 +114,7 @@ def test_without_the_ca_and_without_skipping_verification_the_server_is_refused(
     cluster.add_node("gpu-1", labels={"pool": "train"})
     kubeconfig = tmp_path / "kc"
     write_kubeconfig(kubeconfig, front.url, cluster.state.token)
-    code, _, err = _collect(tmp_path, monkeypatch, kubeconfig)
+    code, _, err = collect_pool(tmp_path, monkeypatch, kubeconfig)
     assert code != 0 and cluster.state.execs == []
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
@@ -145,7 +128,7 @@ def test_the_clusters_proxy_url_carries_the_reads_and_the_exec(cluster, front, p
         kubeconfig = tmp_path / "kc"
         write_kubeconfig(kubeconfig, front.url, cluster.state.token,
                          cluster={"certificate-authority-data": pki.b64(pki.ca_cert), "proxy-url": proxy.url})
-        code, doc, err = _collect(tmp_path, monkeypatch, kubeconfig)
+        code, doc, err = collect_pool(tmp_path, monkeypatch, kubeconfig)
     finally:
         proxy.close()
     assert code == 0, err
@@ -168,11 +151,11 @@ def test_in_cluster_the_service_accounts_token_and_ca_are_used(cluster, front, p
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", front.url.rsplit(":", 1)[1])
     monkeypatch.setenv("HOME", str(tmp_path / "nohome"))  # no ~/.kube/config to fall back on
-    code, doc, err = _collect(tmp_path, monkeypatch, None)
+    code, doc, err = collect_pool(tmp_path, monkeypatch, None)
     assert code == 0, err
     _captured(doc, cluster)
     (account / "ca.crt").write_bytes(make_pki("another-ca").ca_cert)  # a CA that did not sign the server
     cluster.state.execs.clear()
-    code, _, err = _collect(tmp_path / "again", monkeypatch, None)
+    code, _, err = collect_pool(tmp_path / "again", monkeypatch, None)
     assert code != 0 and cluster.state.execs == [], err
     assert "does not verify against" in err, err
