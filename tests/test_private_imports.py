@@ -9,12 +9,19 @@ from pathlib import Path
 PACKAGE = Path(__file__).parents[1] / "src" / "fabricase"
 
 
+def _wrapped_extension(path: Path, name: str) -> bool:
+    """`name` is a C extension of the package (`_x.c` beside `path`) and `path` its one wrapper, `x.py`: the C
+    module is private to the module that says whether it is in use (fabricase.native for fabricase._native)."""
+    return (path.parent / f"{name}.c").exists() and path.name == f"{name[1:]}.py"
+
+
 def _private_imports(package: Path) -> list[str]:
     found = []
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fabricase"):
-                names = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                names = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                         and not _wrapped_extension(path, a.name)]
                 if names:
                     found.append(f"{path.relative_to(package)}: from {node.module} import {', '.join(names)}")
     return found
@@ -47,6 +54,13 @@ def test_no_module_imports_another_modules_private_names():
 def test_the_check_finds_a_private_import(tmp_path):
     (tmp_path / "a.py").write_text("from fabricase.b import _hidden, shown\n")
     assert _private_imports(tmp_path) == ["a.py: from fabricase.b import _hidden"]
+
+
+def test_only_its_wrapper_imports_a_c_extension(tmp_path):
+    (tmp_path / "_fast.c").write_text("/* an extension */\n")
+    (tmp_path / "fast.py").write_text("from fabricase import _fast\n")
+    (tmp_path / "other.py").write_text("from fabricase import _fast\n")
+    assert _private_imports(tmp_path) == ["other.py: from fabricase import _fast"]
 
 
 def test_what_a_module_imports_from_another_is_in_its_all():
