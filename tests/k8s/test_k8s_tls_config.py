@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,10 +103,24 @@ def test_insecure_skip_tls_verify_reaches_a_server_without_its_ca(cluster, front
     cluster.add_node("gpu-1", labels={"pool": "train"})
     kubeconfig = tmp_path / "kc"
     write_kubeconfig(kubeconfig, front.url, cluster.state.token, cluster={"insecure-skip-tls-verify": True})
-    code, doc, err = collect_pool(tmp_path, monkeypatch, kubeconfig)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, doc, err = collect_pool(tmp_path, monkeypatch, kubeconfig)
     assert code == 0, err
     _captured(doc, cluster)
     assert front.handshakes >= 2  # the reads and the exec websocket, both over TLS
+    # As kubectl: no urllib3 InsecureRequestWarning (several lines on the terminal, once per request path).
+    assert not [w for w in caught if "Unverified HTTPS request" in str(w.message)]
+
+
+def test_debug_says_that_the_server_is_not_verified(cluster, front, tmp_path, monkeypatch):
+    cluster.add_node("gpu-1", labels={"pool": "train"})
+    kubeconfig = tmp_path / "kc"
+    write_kubeconfig(kubeconfig, front.url, cluster.state.token, cluster={"insecure-skip-tls-verify": True})
+    monkeypatch.setenv("FABRICASE_DEBUG", "1")
+    code, _, err = collect_pool(tmp_path, monkeypatch, kubeconfig)
+    assert code == 0, err
+    assert "k8s: the API server's certificate is not verified (insecure-skip-tls-verify" in err, err
 
 
 def test_without_the_ca_and_without_skipping_verification_the_server_is_refused(cluster, front, tmp_path,

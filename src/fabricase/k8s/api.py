@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricase.errors import TransportError
+from fabricase.trace import debug
 
 __all__ = ["INSTALL_HINT", "KubeApi", "KubeConfig", "api_error_text", "api_status", "load_api"]
 
@@ -170,5 +171,18 @@ def load_api(cfg: KubeConfig) -> KubeApi:
     except Exception as exc:  # the loader raises ConfigException, FileNotFoundError, yaml errors ...
         raise TransportError(f"cannot load the Kubernetes config: {type(exc).__name__}: {str(exc)[:200]}",
                              where=cfg.kubeconfig or cfg.context or "kubeconfig") from exc
+    if not configuration.verify_ssl:
+        _unverified(where)
     api_client = client.ApiClient(configuration=configuration)
     return KubeApi(configuration, client.CoreV1Api(api_client), where, cfg.request_timeout_s)
+
+
+def _unverified(where: str) -> None:
+    """The kubeconfig says insecure-skip-tls-verify: as kubectl, go on, without urllib3's multi-line warning on
+    the terminal; the --debug trace says it where the client is made."""
+    import warnings
+
+    from urllib3.exceptions import InsecureRequestWarning
+
+    warnings.filterwarnings("ignore", category=InsecureRequestWarning)
+    debug("k8s: the API server's certificate is not verified (insecure-skip-tls-verify, %s)", where)
