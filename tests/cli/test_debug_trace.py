@@ -65,17 +65,27 @@ def _reason(caplog, hosts: int) -> str:
 def test_the_pool_says_why_it_stays_serial(caplog, monkeypatch):
     monkeypatch.setattr(pool.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
     monkeypatch.delenv(pool.WORKERS_ENV, raising=False)
+    threads = [1]  # this process's threads as pool_workers counts them (other tests' may still be ending)
+    monkeypatch.setattr(pool.threading, "active_count", lambda: threads[0])
     assert _reason(caplog, 10) == "analysis: 10 hosts in this process (serial: fewer than 64 hosts)"
     assert _reason(caplog, 500) == "analysis: 500 hosts in 2 forked processes"
     monkeypatch.setenv(pool.WORKERS_ENV, "1")
     assert _reason(caplog, 500) == f"analysis: 500 hosts in this process (serial: {pool.WORKERS_ENV}=1)"
     monkeypatch.delenv(pool.WORKERS_ENV)
+    threads[0] = 3  # the silent case before: a process with other threads never forks
+    assert _reason(caplog, 500) == ("analysis: 500 hosts in this process (serial: 3 threads run in this process, "
+                                    "and forking is unsafe then)")
+    assert pool.pool_workers(500) == 1
+
+
+def test_a_real_thread_keeps_the_analysis_serial(monkeypatch):
+    monkeypatch.setattr(pool.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    monkeypatch.delenv(pool.WORKERS_ENV, raising=False)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, daemon=True)
     other.start()
-    try:  # the silent case before: a process with another thread never forks
-        assert "threads run in this process, and forking is unsafe then" in _reason(caplog, 500)
-        assert pool.pool_workers(500) == 1
+    try:
+        assert pool._serial_reason(500, 2, "").endswith("threads run in this process, and forking is unsafe then")
     finally:
         stop.set()
         other.join()
