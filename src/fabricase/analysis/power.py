@@ -93,16 +93,17 @@ def threshold_count(background_per_s: float, interval_s: float, tests: int, *, a
     mu = max(background_per_s, 0.0) * interval_s
     cut = alpha / max(tests, 1)
     k = max(min_events, 1)
-    if scipy_special().pdtrc(k - 1, mu) <= cut:
+    pdtrc = scipy_special().pdtrc
+    if pdtrc(k - 1, mu) <= cut:
         return k
     # The tail falls monotonically in k: double until below the cut, then bisect.
     hi = k * 2
-    while scipy_special().pdtrc(hi - 1, mu) > cut:
+    while pdtrc(hi - 1, mu) > cut:
         hi *= 2
     lo = hi // 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if scipy_special().pdtrc(mid - 1, mu) <= cut else (mid, hi)
+        lo, hi = (lo, mid) if pdtrc(mid - 1, mu) <= cut else (mid, hi)
     return hi
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fabricase.analysis.stats import scipy_special
+
 __all__ = [
     "CALIBRATION_LEVEL",
     "EVIDENCE_P",
@@ -56,7 +58,7 @@ def scan_pvalue(host_p: Sequence[float], n: int, *, min_k: int = 2) -> tuple[flo
     any evidence (the others count as 1). For each k >= min_k, P(U(k) <= p(k)) for the k-th smallest of n
     independent uniforms, I_p(k)(k, n - k + 1); the smallest, times the n - min_k + 1 values of k scanned
     (Bonferroni), capped at 1, and the k it came from (0 when nothing was scanned)."""
-    from scipy.special import betainc  # the regularized incomplete beta; scipy.special is already loaded by stats
+    betainc = scipy_special().betainc  # the regularized incomplete beta
 
     ranked = sorted(host_p)[:n]
     best, best_k = 1.0, 0
@@ -99,9 +101,7 @@ class _FleetTail:
 def _poisson_lower(k: int, level: float = CALIBRATION_LEVEL) -> float:
     """The one-sided lower confidence bound (at `level`) of a Poisson mean from k events: chi2.ppf(1 - level,
     2k) / 2, as scipy.stats.chi2.ppf, through scipy.special's inverse."""
-    from scipy.special import chdtri
-
-    return 0.0 if k <= 0 else float(chdtri(2 * k, level)) / 2
+    return 0.0 if k <= 0 else float(scipy_special().chdtri(2 * k, level)) / 2
 
 
 def _calibrated(best: dict[str, tuple[float, int]], members: frozenset[str],
