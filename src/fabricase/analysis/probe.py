@@ -36,7 +36,7 @@ MAX_PROBE_ITEM_BYTES = 16 * MIB  # a probe tool's output is a few KiB; the rest 
 PAIR_METRIC, SET_METRIC = "probe.pair_gbps", "probe.busbw_gbs"
 # bisect-control: two known-good hosts run beside the finishing pairs as the round's reference (judged with the
 # round, never a candidate or the top set)
-COLLECTIVE_STAGES = ("collective", "bisect", "bisect-pair", "bisect-control")
+COLLECTIVE_STAGES = ("collective", "bisect", "bisect-pair", "bisect-confirm", "bisect-control")
 _EVIDENCE_CAP = 8  # a finding lists the tests that make the case, not all of a large fleet's
 # A tool that could not start or reach its peer says nothing about the fabric's speed: reported as
 # perf-test-failed and left out of the judging (a hang or a crash mid-run is judged slow instead).
@@ -365,6 +365,8 @@ def _bisection(measures: list[ProbeMeasure], doc: ProbeDoc) -> list[BisectSet]:
         parent = by_id.get(m.test.parent or "")
         if m.test.stage == "bisect-control":
             depth = m.test.round  # a reference, under no set
+        elif m.test.stage in ("bisect-pair", "bisect-confirm"):
+            candidate = m.test.hosts[0]  # the plan puts the suspect first, its known-good partner second
         elif m.test.parent and len(m.test.hosts) == 1:
             candidate = m.test.hosts[0]
         elif parent is not None and len(m.test.hosts) == 2:

@@ -26,8 +26,9 @@ PAIR_KINDS = ("ib_write_bw", "ib_read_bw", "ib_send_bw", "iperf3")  # server/cli
 COLLECTIVE_KINDS = ("all_reduce_perf",)
 GPU_KINDS = ("dcgmi",)
 # collective: the whole set (bisection round 1); bisect: a halving set; bisect-pair: a suspect host with a
-# known-good one; bisect-control: two known-good hosts, the reference of a round without an expected busbw.
-STAGES = ("pairs", "tcp", "collective", "bisect", "bisect-pair", "bisect-control", "gpu")
+# known-good one; bisect-confirm: a host whose pair was slow, again with another known-good host; bisect-control:
+# two known-good hosts, the reference of a round without an expected busbw.
+STAGES = ("pairs", "tcp", "collective", "bisect", "bisect-pair", "bisect-confirm", "bisect-control", "gpu")
 TEST_STATUSES = ("ok", "failed", "timed-out", "interrupted", "skipped")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
 

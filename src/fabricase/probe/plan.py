@@ -31,9 +31,13 @@ Bisection
    known-good hosts, so that pairs that are all slow still stand out against something. A host with no
    known-good host to pair with waits a round for one; if none ever comes, the hosts of slow sets are named as
    they are and the note says that they were not confirmed.
+4. A host whose pair is slow is measured once more, paired with another known-good host ("confirm"), and named
+   only when that pair is slow too: one slow run is what a busy CPU or a noisy neighbour does to a healthy host
+   now and then, a slow host is slow every time. A host that is not slow again is known good, and the note
+   says it ran slow once. A host that never finds a partner for its second run is named, and the note says so.
 
 A run without a figure (failed, hung) is slow. Hosts are never in two sets of one round; each round halves the
-sets, so there are about log2(n) + 2 rounds. Every set is a `SetRun` with an id (b1, b2, ... in the order
+sets, so there are about log2(n) + 3 rounds. Every set is a `SetRun` with an id (b1, b2, ... in the order
 planned) and its parent, which `fabricase.probe.model.ProbeTest` carries as `parent`.
 """
 
@@ -50,7 +54,8 @@ from fabricase.probe import judge
 __all__ = ["CONCLUSIONS", "ROLES", "Bisection", "BisectionOutcome", "SetRun", "pair_rounds", "partners"]
 
 CONCLUSIONS = ("not-slow", "slow-hosts", "no-subset-slow", "inconclusive")
-ROLES = ("collective", "pair", "control")  # a halving set, a suspect paired with a known-good host, two good ones
+ROLES = ("collective", "pair", "confirm", "control")  # a halving set, a suspect paired with a known-good host, the
+# same suspect paired again with another known-good host, two known-good hosts
 NO_EXPECTED = "no expected busbw; pass --expect-busbw or --bisect"
 
 
@@ -174,7 +179,9 @@ class Bisection:
         self._to_split: list[SetRun] = []  # suspect sets of 3 or more hosts, halved next round
         self._waiting: list[tuple[str, str, bool]] = []  # (host, parent id, parent judged slow) to pair up
         self._cleared: set[str] = set()  # known-good hosts
-        self._named: list[tuple[str, str]] = []  # (host, the id of its slow pair with a known-good host)
+        self._confirming: list[tuple[str, str]] = []  # (host, the id of its first slow pair) to pair again
+        self._named: list[tuple[str, str]] = []  # (host, the id of its second slow pair with a known-good host)
+        self._once: list[tuple[str, str]] = []  # (host, the id of its second pair, not slow): slow once only
         self._top_slow = False
         self._stood_out = False  # some set after round 1 was slow against the others or the expected figure
         self._done: tuple[str, str, tuple[str, ...]] | None = None
@@ -216,8 +223,9 @@ class Bisection:
         raise ValueError(f"bisection set {set_id} is of a round already judged")
 
     def role(self, set_id: str) -> str:
-        """What a set is for: "collective" (a halving set), "pair" (a suspect host with a known-good one) or
-        "control" (two known-good hosts, the reference of a round without an expected figure)."""
+        """What a set is for: "collective" (a halving set), "pair" (a suspect host with a known-good one),
+        "confirm" (a host whose pair was slow, with another known-good host) or "control" (two known-good hosts,
+        the reference of a round without an expected figure)."""
         if set_id not in self._roles:
             raise ValueError(f"unknown bisection set: {set_id!r}")
         return self._roles[set_id][0]
@@ -258,8 +266,8 @@ class Bisection:
                 else:
                     self._waiting.append((part[0], s.id, bool(s.slow)))
         free = sorted(self._cleared, key=self._order.__getitem__)
+        pairs = self._confirm_pairs(free)
         waiting, self._waiting = self._waiting, []
-        pairs: list[SetRun] = []
         for host, parent, slow in waiting:
             if free:
                 pairs.append(self._new((host, free.pop(0)), parent, "pair", host))
@@ -268,6 +276,26 @@ class Bisection:
         if pairs and self.expected_gbs is None and len(free) >= 2:
             pairs.append(self._new(free[:2], None, "control"))
         return planned + pairs
+
+    def _confirm_pairs(self, free: list[str]) -> list[SetRun]:
+        """The second pairs of hosts whose first pair was slow, each with a known-good host other than its first
+        partner where one is free (taken from `free`)."""
+        confirming, self._confirming = self._confirming, []
+        if not confirming:
+            return []
+        runs = self._runs()
+        out = []
+        for host, first in confirming:
+            partner = next((h for h in free if h not in runs[first].hosts), free[0] if free else None)
+            if partner is None:
+                self._confirming.append((host, first))
+                continue
+            free.remove(partner)
+            out.append(self._new((host, partner), first, "confirm", host))
+        return out
+
+    def _runs(self) -> dict[str, SetRun]:
+        return {s.id: s for rnd in self._rounds for s in rnd}
 
     def _suspect(self, s: SetRun) -> None:
         if len(s.hosts) >= 3:
@@ -295,8 +323,14 @@ class Bisection:
                     self._cleared.update(s.hosts)
             elif role == "pair" and host is not None:
                 if s.slow:
+                    self._confirming.append((host, s.id))
+                else:
+                    self._cleared.add(host)
+            elif role == "confirm" and host is not None:
+                if s.slow:
                     self._named.append((host, s.id))
                 else:
+                    self._once.append((host, s.id))
                     self._cleared.add(host)
 
     def _judge_top(self, top: SetRun) -> None:
@@ -319,29 +353,48 @@ class Bisection:
         against = f" against {self.expected_gbs:g} GB/s expected" if self.expected_gbs is not None else ""
         start = f"all {n} hosts together {_ran(top.busbw)}{against}"
         unpaired = self._sorted(h for h, _, slow in self._waiting if slow)
-        self._waiting = []
+        once = self._sorted(h for h, _ in self._confirming)  # slow once, never measured again
+        self._waiting, self._confirming = [], []
         if not any(s.busbw is not None for rnd in self._rounds for s in rnd):
             return ("inconclusive", f"no run of the bisection gave a figure ({k} rounds, every run failed or hung): "
                                     "that points at the launch or the tool, not at one host", ())
+        runs = self._runs()
+        noise = self._noise(runs)
         named = self._sorted(h for h, _ in self._named)
-        if named or unpaired:
-            runs = {s.id: s for rnd in self._rounds for s in rnd}
-            how = []
-            for host, set_id in sorted(self._named, key=lambda x: self._order[x[0]]):
-                partner = next(h for h in runs[set_id].hosts if h != host)
-                how.append(f"{host} ({_gbs(runs[set_id].busbw)} with {partner})")
+        if named or unpaired or once:
+            how = [f"{host} ({self._with(runs[runs[set_id].parent or ''], host)}, again "
+                   f"{self._with(runs[set_id], host)})"
+                   for host, set_id in sorted(self._named, key=lambda x: self._order[x[0]])]
             verb = "was" if len(how) == 1 else "were"
-            found = f"paired with known-good hosts, {_listed(how)} {verb} slow" if how else ""
+            found = f"paired with known-good hosts twice, {_listed(how)} {verb} slow both times" if how else ""
+            single = (f"{_listed(once)} slow with a known-good host once, with none free to measure "
+                      f"{'it' if len(once) == 1 else 'them'} again") if once else ""
             left = (f"no host was known good to pair {_listed(unpaired)} with, so the hosts of the slow sets are "
                     "named unconfirmed") if unpaired else ""
-            detail = "; ".join(x for x in (found, left) if x)
-            note = f"{start}; {k} rounds of halving narrowed it down: {detail}"
-            return ("slow-hosts", note, self._sorted(named + unpaired))
-        if self.expected_gbs is None and not self._stood_out:
-            return ("inconclusive", f"{start}, and with no expected busbw every set down to pairs ran alike over "
-                                    f"{k} rounds: no host stands out (all are healthy, or all alike slow)", ())
-        if self._top_slow or self._stood_out:
+            detail = "; ".join(x for x in (found, single, left) if x)
+            note = f"{start}; {k} rounds of halving narrowed it down: {detail}{noise}"
+            return ("slow-hosts", note, self._sorted(named + unpaired + once))
+        if self._top_slow or (self._stood_out and self.expected_gbs is not None):
             return ("no-subset-slow", f"{start}, but over {k} rounds no subset of them was slow: the "
                                       "fault is in what only the larger sets use (spine links, uplinks, the job's "
-                                      "size), not in one host", ())
-        return ("not-slow", f"{start}, and no subset of it was slow over {k} rounds", ())
+                                      f"size), not in one host{noise}", ())
+        if self.expected_gbs is None:
+            how = ("every set down to pairs ran alike" if not self._stood_out else
+                   "no set that ran slow once was slow again in its parts or with known-good partners")
+            return ("inconclusive", f"{start}, and with no expected busbw {how} over {k} rounds: no host stands "
+                                    f"out (all are healthy, or all alike slow){noise}", ())
+        return ("not-slow", f"{start}, and no subset of it was slow over {k} rounds{noise}", ())
+
+    @staticmethod
+    def _with(run: SetRun, host: str) -> str:
+        """ "10.2 GB/s with gpu0007": a pair's figure and the partner of `host`."""
+        return f"{_gbs(run.busbw)} with {next(h for h in run.hosts if h != host)}"
+
+    def _noise(self, runs: dict[str, SetRun]) -> str:
+        """What ran slow once and not again, as the end of the note ("" when nothing did)."""
+        if not self._once:
+            return ""
+        how = [f"{host} ({self._with(runs[runs[set_id].parent or ''], host)}, then {self._with(runs[set_id], host)})"
+               for host, set_id in sorted(self._once, key=lambda x: self._order[x[0]])]
+        verb = "was" if len(how) == 1 else "were"
+        return f"; {_listed(how)} {verb} slow once and not again, so counted healthy"
