@@ -11,6 +11,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+import click
 import pytest
 
 from fabricase.bundler.reproduce import capture_plan, capture_script, reproduce_script
@@ -81,7 +82,7 @@ def test_fabricase_collect_gets_the_capture_s_targets_and_options(tmp_path):
     args = collect_args(tmp_path, META)
     assert args == ["collect", "--hosts", "gpu[001-003]", "--via", "ssh", "--interval", "5", "--since", "2",
                     "--collector", "rdma", "--collector", "ethtool", "--nccl-log", NCCL, "-o", str(tmp_path / "out")]
-    options = {opt for p in cli.commands["collect"].params for opt in p.opts}
+    options = {opt for p in cli.get_command(click.Context(cli), "collect").params for opt in p.opts}
     assert {a for a in args if a.startswith("-")} <= options
 
 

@@ -16,7 +16,7 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_the_cli_starts_without_scipy():
-    loaded = _modules_after("import fabricase.cli")
+    loaded = _modules_after("import fabricase.cli.capture_cmds")
     assert "fabricase.analysis" in loaded  # the analysis is imported, its statistics library is not
     assert not {m for m in loaded if m == "scipy" or m.startswith("scipy.")}
 

@@ -1,19 +1,11 @@
-"""The command line: the only place that prints for humans and sets exit codes (see cli/app.py)."""
+"""The command line: the only place that prints for humans and sets exit codes (see cli/app.py). Each command's
+module is imported when the command runs (app.COMMANDS), so that `fabricase list` does not pay for the analysis."""
 
 from __future__ import annotations
 
 import sys
 from typing import NoReturn
 
-from fabricase.cli import (  # noqa: F401  (each registers its commands)
-    capture_cmds,
-    faulty_cmd,
-    metrics_cmds,
-    probe_cmd,
-    provider_cmds,
-    relay_cmd,
-    track_cmds,
-)
 from fabricase.cli.app import cli
 
 __all__ = ["cli", "main"]

@@ -6,6 +6,7 @@ completed with some hosts not captured, 130 interrupted. Tracebacks only with --
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -17,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from fabricase import __version__
 from fabricase.cli.options import bounded
-from fabricase.cli.output import echo_line, err_console, inert
+from fabricase.cli.output import echo_line, err_console, inert, inert_lines
 from fabricase.config import Paths, resolve_paths
 from fabricase.errors import CaptureInterrupted, FabricaseError, TargetError
 from fabricase.models import Capture
@@ -44,7 +45,29 @@ def _debug_on(ctx: click.Context | None) -> bool:
     return False
 
 
+# Each command and the module that defines it, imported when the command is asked for: the analysis, numpy and
+# the SDKs' imports cost about 0.7 s, which `fabricase list` or `fabricase providers` need not pay. `fabricase
+# --help` lists every command, and so imports them all. tests/cli/test_lazy_commands.py checks this against what
+# the modules define.
+COMMANDS = {
+    "analyze": "capture_cmds", "bundle": "capture_cmds", "collect": "capture_cmds", "draft": "capture_cmds",
+    "join": "capture_cmds", "open": "capture_cmds", "verify": "capture_cmds",
+    "attach": "track_cmds", "comment": "track_cmds", "list": "track_cmds", "reopen": "track_cmds",
+    "resolve": "track_cmds", "retry": "track_cmds", "show": "track_cmds", "sync": "track_cmds",
+    "export": "metrics_cmds", "watch": "metrics_cmds",
+    "probe": "probe_cmd", "providers": "provider_cmds", "relay": "relay_cmd", "report-faulty": "faulty_cmd",
+}  # fmt: skip
+
+
 class FabricaseGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(f"fabricase.cli.{COMMANDS[cmd_name]}")  # its decorators add it to the group
+        return self.commands.get(cmd_name)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -56,7 +79,7 @@ class FabricaseGroup(click.Group):
                 raise
             raise _Failure(str(exc)) from exc
         except click.ClickException as exc:  # a usage error may quote what was given: click prints it inert too
-            exc.message = inert(exc.message)
+            exc.message = inert_lines(exc.message)  # a group run without its subcommand: its help, line by line
             raise
         except (click.exceptions.Exit, click.Abort):
             raise
