@@ -11,6 +11,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import click
 import pytest
 
 from fabricase.cli import cli
@@ -136,7 +137,9 @@ def test_human_output_fits_80_columns(run, host_tree):
 
 
 def _commands(group):
-    return sorted(group.commands.items())
+    """Every command of the group, each one's module imported (the group imports them as they are asked for)."""
+    ctx = click.Context(group)
+    return [(name, group.get_command(ctx, name)) for name in group.list_commands(ctx)]
 
 
 @pytest.mark.parametrize("name,command", _commands(cli))
