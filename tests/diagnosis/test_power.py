@@ -220,3 +220,40 @@ def test_the_terminal_line_fits_80_columns():
     screen = _terminal(diagnose([], hosts=hosts, samples=samples), width=80)
     (line,) = [x for x in screen.splitlines() if x.startswith("Not ruled out")]
     assert len(line) <= 80 and not line.endswith("…")
+
+
+def _read_twice(samples: dict[str, list[MetricSample]], first_delta: float | None) -> dict[str, list[MetricSample]]:
+    """Each symbol error counter read a second time, from another source, before the first: with `first_delta`
+    (None: a read that gave no delta)."""
+    out = {}
+    for host, rows in samples.items():
+        extra = [MetricSample(s.host, s.component, s.metric, s.value, s.unit, delta=first_delta,
+                              rate=None if first_delta is None else first_delta / 3.0, source=f"{s.source}.again")
+                 for s in rows if s.metric == SYMBOL]
+        out[host] = extra + rows
+    return out
+
+
+@pytest.mark.parametrize(("first_delta", "as_if"), [(None, {(2, 1): 3}), (0.0, {})])
+def test_a_counter_read_twice_counts_once(first_delta, as_if):
+    """One counter is one component's exposure however many sources read it: the first read with a delta counts
+    (0 here: as if the port's 3 errors were not there), a read without one does not stand in its way (the power
+    statements read the fleet step's columns)."""
+    _, samples = _fleet(16, 3.0, errors={(2, 1): 3})
+    intervals = {h: 3.0 for h in samples}
+    expected = power_statements(_fleet(16, 3.0, errors=as_if)[1], intervals=intervals)
+    twice = power_statements(_read_twice(samples, first_delta), intervals=intervals)
+    assert expected and [s.to_dict() for s in twice] == [s.to_dict() for s in expected]
+    clean = power_statements(_fleet(16, 3.0)[1], intervals=intervals)
+    with_errors = power_statements(samples, intervals=intervals)
+    assert [s.to_dict() for s in with_errors] != [s.to_dict() for s in clean]  # the 3 errors do count once
+
+
+def test_negative_deltas_and_unknown_intervals_are_left_out():
+    _, samples = _fleet(16, 3.0)
+    base = power_statements(samples, intervals={h: 3.0 for h in samples})
+    for rows in samples.values():  # a counter that went backwards (a reset) says nothing of the exposure
+        rows.append(MetricSample(rows[0].host, "rdma:mlx5_9/1", SYMBOL, 1, "errors", delta=-5.0, rate=None,
+                                 source="/sys/class/infiniband/mlx5_9/ports/1/counters/symbol_error"))
+    assert [s.to_dict() for s in power_statements(samples, intervals={h: 3.0 for h in samples})] == \
+        [s.to_dict() for s in base]

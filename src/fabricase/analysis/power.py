@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from fabricase.analysis.fleet import MIN_EVENTS, fleet_inputs
-from fabricase.analysis.fleet_gather import classes_of, host_intervals, layout_of
+from fabricase.analysis.fleet_gather import gather_counters, host_intervals
 from fabricase.analysis.stats import scipy_special
 from fabricase.models import MetricSample
 
@@ -210,39 +210,31 @@ class _Group:
     hosts: dict[str, int]  # host -> components of the group on it
 
 
-def _groups(hosts_samples: Mapping[str, Sequence[MetricSample]],
+def _groups(hosts_samples: Mapping[str, list[MetricSample]],
             intervals: Mapping[str, float] | None) -> tuple[dict[tuple[str, str, str], _Group], dict[str, float]]:
     """(family, class, metric) -> counts, seconds and hosts of its components, as fleet_findings groups them
-    (per-second exposure); and each host's interval. Per host only its error counters are visited, where the
-    fleet step's cached layout says they are (a fleet has hundreds of thousands of samples, a few layouts)."""
+    (per-second exposure); and each host's interval. The fleet step's columns (gather_counters) are read: a
+    counter with a delta of 0 or more, the first of its (host, component, metric), with an interval."""
     host_interval = host_intervals(hosts_samples, intervals)
+    c, _ = gather_counters(hosts_samples, intervals)
+    with np.errstate(invalid="ignore"):
+        ok = np.flatnonzero(c.known & ~(c.delta < 0))
+        if c.dups:  # a counter read from two sources: the first with a delta wins
+            place = (c.group[ok] * len(c.hosts) + c.host[ok]) * len(c.comps) + c.comp[ok]
+            ok = np.sort(ok[np.unique(place, return_index=True)[1]])
+        ok = ok[c.interval[ok] > 0]
+    if not len(ok):
+        return {}, host_interval
+    rows = ok[np.argsort(c.group[ok], kind="stable")]  # by group, each in the fleet's order
+    group = c.group[rows]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    counts, seconds, hosts = np.round(c.delta[rows]).tolist(), c.interval[rows].tolist(), c.host[rows]
     groups: dict[tuple[str, str, str], _Group] = {}
-    for host, samples in hosts_samples.items():
-        samples = samples if isinstance(samples, list) else list(samples)
-        lay = layout_of(samples)
-        classes = classes_of(samples, lay)
-        fallback = host_interval.get(host)
-        seen: set[tuple[str, str]] | None = set() if lay.dups else None
-        for i, (component, family, metric) in zip(lay.err, lay.err_names, strict=True):
-            s = samples[i]
-            delta = s.delta
-            if delta is None or delta < 0:
-                continue
-            if seen is not None:
-                if (component, metric) in seen:
-                    continue
-                seen.add((component, metric))
-            rate = s.rate
-            interval = delta / rate if rate and delta > 0 and rate > 0 else fallback
-            if interval is None or not interval > 0:
-                continue
-            key = (family, classes.get(component, ""), metric)
-            g = groups.get(key)
-            if g is None:
-                g = groups[key] = _Group([], [], defaultdict(int))
-            g.counts.append(float(round(delta)))
-            g.seconds.append(float(interval))
-            g.hosts[host] += 1
+    for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(rows)], strict=True):
+        key = c.keys[int(group[start])]
+        on = np.bincount(hosts[start:end])
+        groups[(key.family, key.cls, key.metric)] = _Group(
+            counts[start:end], seconds[start:end], {c.hosts[h]: int(on[h]) for h in np.flatnonzero(on).tolist()})
     return groups, host_interval
 
 
