@@ -338,3 +338,12 @@ def test_bisection_fewer_than_two_hosts():
         b = Bisection(hosts, expected_gbs=100.0)
         assert b.next_round() == []
         assert b.outcome().conclusion == "inconclusive"
+
+
+def test_small_figures_keep_two_digits():
+    """Figures under 1 GB/s (the probe lab's stand-in collectives) keep two digits in the note: a slow 0.097 and a
+    healthy 0.35 do not both read "0.1"."""
+    hosts = names(8)
+    out = drive(Bisection(hosts, always=True), lambda s: 0.097 if hosts[2] in s else 0.35)
+    assert out.suspects == (hosts[2],)
+    assert "0.097 GB/s" in out.note and "0.1 GB/s" not in out.note

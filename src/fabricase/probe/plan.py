@@ -149,12 +149,17 @@ class BisectionOutcome:
                 "note": self.note, "rounds": [[s.to_dict() for s in rnd] for rnd in self.rounds]}
 
 
+def _figure(value: float) -> str:
+    """GB/s as read: one decimal, or two significant digits under 1 (0.097 and 0.35 are not both "0.1")."""
+    return f"{value:.1f}" if abs(value) >= 1 else f"{value:.2g}"
+
+
 def _gbs(value: float | None) -> str:
-    return "no figure (failed or hung)" if value is None else f"{value:.1f} GB/s"
+    return "no figure (failed or hung)" if value is None else f"{_figure(value)} GB/s"
 
 
 def _ran(value: float | None) -> str:
-    return "gave no figure (failed or hung)" if value is None else f"ran at {value:.1f} GB/s"
+    return "gave no figure (failed or hung)" if value is None else f"ran at {_figure(value)} GB/s"
 
 
 def _listed(hosts: Sequence[str]) -> str:
