@@ -34,6 +34,7 @@ __all__ = [
     "SampleLayout",
     "classes_of",
     "count_blocks",
+    "first_reads",
     "gather_counters",
     "group_of",
     "host_intervals",
@@ -233,6 +234,7 @@ class _Counters(NamedTuple):
     traffic: list[dict[str, float]]  # per host: bytes moved by component
     dups: bool
     members: dict[str, int]  # by family, the (host, component) with error counters (when every delta is known)
+    host_interval: dict[str, float]  # host_intervals: each host's snapshot interval, where known
 
 
 def gather_counters(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[str, float] | None,
@@ -286,7 +288,7 @@ def gather_counters(hosts_samples: Mapping[str, list[MetricSample]], intervals: 
     host = np.repeat(np.arange(len(hosts)), per_host)
     delta, known, interval = _intervals(rows, host, np.array([host_interval.get(h, math.nan) for h in hosts], float))
     return _Counters(rows, host, _concat(comps), _concat(groups), delta, known, interval, hosts, list(cid),
-                     list(gid), traffic_by_host, dups, dict(members)), continuous
+                     list(gid), traffic_by_host, dups, dict(members), host_interval), continuous
 
 
 def picker(positions: tuple[int, ...]) -> Callable[[list], tuple]:
@@ -317,16 +319,22 @@ def _intervals(rows: list[MetricSample], host: np.ndarray,
     return delta, known, interval
 
 
+def first_reads(c: _Counters, rows: np.ndarray) -> np.ndarray:
+    """`rows` (positions in c, ascending) less the later reads of a counter read from two sources: the first row
+    of each (host, component, group) wins."""
+    if not c.dups:
+        return rows
+    place = (c.group[rows] * len(c.hosts) + c.host[rows]) * len(c.comps) + c.comp[rows]
+    return np.sort(rows[np.unique(place, return_index=True)[1]])
+
+
 def count_blocks(c: _Counters, min_group: int,
                   ) -> tuple[list[CountBlock], list[tuple[str, int]], set[str], int, dict[str, int]]:
     """Each group large enough to judge, tested: (blocks, small groups as (family, +-n), judged families, number
     of components in judged groups where nothing moved, and by family the number of components with error
     counters). A group is sized and checked with bincounts; only one where something moved is ordered."""
     with np.errstate(invalid="ignore"):
-        ok = np.flatnonzero(c.known & ~(c.delta < 0) & (c.interval > 0))
-    if c.dups:  # a counter read from two sources: the first sample of a (host, component) wins
-        place = (c.group[ok] * len(c.hosts) + c.host[ok]) * len(c.comps) + c.comp[ok]
-        ok = np.sort(ok[np.unique(place, return_index=True)[1]])
+        ok = first_reads(c, np.flatnonzero(c.known & ~(c.delta < 0) & (c.interval > 0)))
     group, delta = c.group[ok], c.delta[ok]
     size = np.bincount(group, minlength=len(c.keys)).tolist()
     with np.errstate(invalid="ignore"):

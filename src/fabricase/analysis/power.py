@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from fabricase.analysis.fleet import MIN_EVENTS, fleet_inputs
-from fabricase.analysis.fleet_gather import gather_counters, host_intervals
+from fabricase.analysis.fleet_gather import first_reads, gather_counters
 from fabricase.analysis.stats import scipy_special
 from fabricase.models import MetricSample
 
@@ -215,16 +215,12 @@ def _groups(hosts_samples: Mapping[str, list[MetricSample]],
     """(family, class, metric) -> counts, seconds and hosts of its components, as fleet_findings groups them
     (per-second exposure); and each host's interval. The fleet step's columns (gather_counters) are read: a
     counter with a delta of 0 or more, the first of its (host, component, metric), with an interval."""
-    host_interval = host_intervals(hosts_samples, intervals)
     c, _ = gather_counters(hosts_samples, intervals)
     with np.errstate(invalid="ignore"):
-        ok = np.flatnonzero(c.known & ~(c.delta < 0))
-        if c.dups:  # a counter read from two sources: the first with a delta wins
-            place = (c.group[ok] * len(c.hosts) + c.host[ok]) * len(c.comps) + c.comp[ok]
-            ok = np.sort(ok[np.unique(place, return_index=True)[1]])
+        ok = first_reads(c, np.flatnonzero(c.known & ~(c.delta < 0)))  # the first read with a delta wins
         ok = ok[c.interval[ok] > 0]
     if not len(ok):
-        return {}, host_interval
+        return {}, c.host_interval
     rows = ok[np.argsort(c.group[ok], kind="stable")]  # by group, each in the fleet's order
     group = c.group[rows]
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
@@ -235,7 +231,7 @@ def _groups(hosts_samples: Mapping[str, list[MetricSample]],
         on = np.bincount(hosts[start:end])
         groups[(key.family, key.cls, key.metric)] = _Group(
             counts[start:end], seconds[start:end], {c.hosts[h]: int(on[h]) for h in np.flatnonzero(on).tolist()})
-    return groups, host_interval
+    return groups, c.host_interval
 
 
 def detectable_rates(groups: Mapping[tuple[str, str, str], _Group], *, alpha: float = _ALPHA,

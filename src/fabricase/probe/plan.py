@@ -367,9 +367,7 @@ class Bisection:
         noise = self._noise(runs)
         named = self._sorted(h for h, _ in self._named)
         if named or unpaired or once:
-            how = [f"{host} ({self._with(runs[runs[set_id].parent or ''], host)}, again "
-                   f"{self._with(runs[set_id], host)})"
-                   for host, set_id in sorted(self._named, key=lambda x: self._order[x[0]])]
+            how = self._twice(runs, self._named, "again")
             verb = "was" if len(how) == 1 else "were"
             found = f"paired with known-good hosts twice, {_listed(how)} {verb} slow both times" if how else ""
             single = (f"{_listed(once)} slow with a known-good host once, with none free to measure "
@@ -390,16 +388,19 @@ class Bisection:
                                     f"out (all are healthy, or all alike slow){noise}", ())
         return ("not-slow", f"{start}, and no subset of it was slow over {k} rounds{noise}", ())
 
-    @staticmethod
-    def _with(run: SetRun, host: str) -> str:
-        """ "10.2 GB/s with gpu0007": a pair's figure and the partner of `host`."""
-        return f"{_gbs(run.busbw)} with {next(h for h in run.hosts if h != host)}"
+    def _twice(self, runs: dict[str, SetRun], hosts: list[tuple[str, str]], word: str) -> list[str]:
+        """ "gpu0003 (9.6 GB/s with gpu0000, again 9.5 GB/s with gpu0001)" for each (host, its second pair's
+        id), in the order given: both pairs' figures and partners."""
+        def with_(run: SetRun, host: str) -> str:
+            return f"{_gbs(run.busbw)} with {next(h for h in run.hosts if h != host)}"
+
+        return [f"{host} ({with_(runs[runs[set_id].parent or ''], host)}, {word} {with_(runs[set_id], host)})"
+                for host, set_id in sorted(hosts, key=lambda x: self._order[x[0]])]
 
     def _noise(self, runs: dict[str, SetRun]) -> str:
         """What ran slow once and not again, as the end of the note ("" when nothing did)."""
         if not self._once:
             return ""
-        how = [f"{host} ({self._with(runs[runs[set_id].parent or ''], host)}, then {self._with(runs[set_id], host)})"
-               for host, set_id in sorted(self._once, key=lambda x: self._order[x[0]])]
+        how = self._twice(runs, self._once, "then")
         verb = "was" if len(how) == 1 else "were"
         return f"; {_listed(how)} {verb} slow once and not again, so counted healthy"
