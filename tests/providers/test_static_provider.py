@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bundles import redacted_bundle
 from fabricase.config import Paths
 from fabricase.errors import ConfigError, ProviderError
 from fabricase.models import EscalationState, Placement, Severity, TicketDraft
@@ -40,10 +41,7 @@ def draft():
 
 @pytest.fixture
 def bundle(tmp_path):
-    path = tmp_path / "bundles" / "FC-1.tar.gz"
-    path.parent.mkdir()
-    path.write_bytes(b"\x1f\x8b" + bytes(range(256)))
-    return path
+    return redacted_bundle(tmp_path / "bundles" / "FC-1.tar.gz", payload=bytes(range(256)))
 
 
 def _write_inventory(paths, document) -> None:

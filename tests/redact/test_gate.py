@@ -130,6 +130,136 @@ def test_a_redacted_bundle_passes_the_gate_as_it_is(tmp_path):
         assert sent == [bundle]
 
 
+# -- compressed files and archives ----------------------------------------------------------------------------
+
+
+def _log(secrets: dict[str, tuple[str, str]]) -> bytes:
+    return ("".join(f"[{k:6d}.000000] mlx5_core 0000:{k % 256:02x}:00.0: link up\n" for k in range(2000))
+            + _text(secrets) + "\n").encode()
+
+
+class _Attacher(Provider):
+    """A provider that records what attach() was given, as a careless contributor would write it."""
+
+    name = "attacher"
+
+    def __init__(self, paths):
+        super().__init__(paths)
+        self.sent: list[bytes] = []
+
+    def locate(self, hosts):
+        return []
+
+    def file_case(self, *, escalation_id, draft, bundle_path):
+        return FilingResult("c-1", "opened", EscalationState.FILED, "here")
+
+    def resolve_case(self, case_id, note):
+        pass
+
+    def attach(self, case_id, files, note):
+        self.sent += [Path(f).read_bytes() for f in files]
+
+
+@pytest.mark.parametrize("level", [0, 9])
+def test_a_gzip_log_is_redacted_inside_and_still_decompresses(tmp_path, level):
+    """Level 0 keeps the text as it is in stored blocks: redacting the raw bytes put markers in them and the
+    file no longer decompressed. Level 9 hides the text: redacting the raw bytes found nothing and the secrets
+    went out inside it."""
+    import gzip
+
+    secrets = _secrets(10 + level)
+    log = tmp_path / "nvidia-bug-report.log.gz"
+    log.write_bytes(gzip.compress(_log(secrets), compresslevel=level, mtime=1_700_000_000))
+    original = log.read_bytes()
+    p = _Attacher(paths_at(tmp_path))
+    p.attach("c-1", [log], note="the bug report")
+    (sent,) = p.sent
+    inner = gzip.decompress(sent)
+    assert inner.count(b"[REDACTED:") == len(secrets) and b"link up" in inner
+    for _line, value in secrets.values():
+        assert value.encode() not in inner
+    assert log.read_bytes() == original and sent[4:8] == original[4:8]  # the original kept, its mtime too
+
+
+def test_a_gzip_log_without_secrets_goes_byte_for_byte(tmp_path):
+    import gzip
+
+    log = tmp_path / "dmesg.log.gz"
+    log.write_bytes(gzip.compress(b"mlx5_core: link up\n" * 5000, mtime=1))
+    with gate.files([log]) as sent:
+        assert sent[0].read_bytes() == log.read_bytes()
+
+
+def _tar(path: Path, inner: bytes, mode: str) -> Path:
+    import io
+    import tarfile
+
+    with tarfile.open(path, mode) as tar:
+        info = tarfile.TarInfo("logs/syslog")
+        info.size = len(inner)
+        tar.addfile(info, io.BytesIO(inner))
+    return path
+
+
+def _zip(path: Path, inner: bytes) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("logs/syslog", inner)
+    return path
+
+
+def _xz(path: Path, inner: bytes) -> Path:
+    import lzma
+
+    path.write_bytes(lzma.compress(inner))
+    return path
+
+
+_PACKED = {
+    "tar inside gzip": lambda d, b: _tar(d / "logs.tar.gz", b, "w:gz"),
+    "tar": lambda d, b: _tar(d / "logs.tar", b, "w"),
+    "zip": lambda d, b: _zip(d / "logs.zip", b),
+    "xz": lambda d, b: _xz(d / "syslog.xz", b),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_PACKED))
+def test_an_archive_or_other_compressed_file_is_refused_and_nothing_is_sent(tmp_path, kind):
+    """An archive of logs (or a bundle that does not verify) went out with its secrets unseen: the gate read
+    its compressed bytes as text."""
+    from fabricase.errors import ProviderError
+
+    secrets = _secrets(20)
+    packed = _PACKED[kind](tmp_path, _log(secrets))
+    plain = tmp_path / "ok.txt"
+    plain.write_text("nothing secret\n")
+    p = _Attacher(paths_at(tmp_path))
+    with pytest.raises(ProviderError, match=f"not sent: a {kind} file cannot be read for secrets") as info:
+        p.attach("c-1", [plain, packed], note="x")
+    assert p.sent == [] and packed.name in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_gzip_that_is_cut_corrupt_or_too_large_once_decompressed_is_refused(tmp_path, monkeypatch):
+    import gzip
+
+    from fabricase import caps
+    from fabricase.errors import ProviderError
+
+    whole = gzip.compress(_log(_secrets(30)), mtime=1)
+    cases = {
+        "cut.log.gz": (whole[:-100], "cut short"),
+        "corrupt.log.gz": (whole[:20] + bytes(64) + whole[84:], "not a readable gzip file"),
+        "trailing.log.gz": (whole + b"junk", "data after it"),
+        "bomb.log.gz": (gzip.compress(bytes(200_000), mtime=1), "more than 100000 bytes once decompressed"),
+    }
+    monkeypatch.setattr(caps, "MAX_MEMBER_BYTES", 100_000)
+    for name, (data, why) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ProviderError, match=why), gate.files([tmp_path / name]):
+            pass
+
+
 def test_gating_is_idempotent_and_keeps_digests_and_ids():
     secrets = _secrets(2)
     once = gate.text(_text(secrets))

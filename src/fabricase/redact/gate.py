@@ -13,7 +13,9 @@ How it is enforced (docs/redaction.md, "The gate"):
 - The tracker's store runs `text` on every field and event it writes, so a team's shared PostgreSQL holds what
   was sent, never the raw text (which stays in the user's own capture directory).
 - Files: a fabricase bundle (or a part of one) was redacted member by member when it was built, and passes as
-  it is when it verifies and holds redaction.json; any other file is redacted as bytes into a temporary copy,
+  it is when it verifies and holds redaction.json; a gzip-compressed file (nvidia-bug-report.log.gz) is
+  redacted inside and compressed again; any other archive or compressed file is refused, since redacting its
+  compressed bytes would find nothing and break it; any other file is redacted as bytes into a temporary copy,
   which is what is sent.
 """
 
@@ -24,20 +26,31 @@ import enum
 import functools
 import inspect
 import tempfile
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fabricase.errors import FabricaseError
+from fabricase.errors import FabricaseError, ProviderError
 from fabricase.redact.secrets import redact_secrets
 
-__all__ = ["GATED", "files", "gated_methods", "is_gated", "outbound", "text"]
+__all__ = ["GATED", "files", "gated_methods", "is_gated", "outbound", "packed_format", "text"]
 
 T = TypeVar("T")
 _MARK = "__fabricase_gated__"
 _BUNDLE_MAGIC = b"\x1f\x8b"
+# what a file starts with -> the compressed or archive format it is in (tar: "ustar" at byte 257)
+_PACKED_MAGIC = {
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"\x04\x22\x4d\x18": "lz4",
+    b"PK\x03\x04": "zip",
+    b"7z\xbc\xaf\x27\x1c": "7z",
+}
+_TAR_MAGIC_AT = 257
 
 
 def text(value: str) -> str:
@@ -141,9 +154,65 @@ def files(paths: list[Path]) -> Iterator[list[Path]]:
             name = text(p.name).replace("/", "_") or f"file-{k}"
             dest = Path(tmp) / str(k) / name
             dest.parent.mkdir()
-            dest.write_bytes(_bytes(p.read_bytes()))
+            dest.write_bytes(_redacted_file(p))
             out.append(dest)
         yield out
+
+
+def packed_format(head: bytes) -> str | None:
+    """The compressed or archive format a file starting with `head` (its first 512 bytes) is in, or None."""
+    if head.startswith(_BUNDLE_MAGIC):
+        return "gzip"
+    if head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar":
+        return "tar"
+    return next((kind for magic, kind in _PACKED_MAGIC.items() if head.startswith(magic)), None)
+
+
+def _redacted_file(path: Path) -> bytes:
+    """The bytes to send for a file that is no redacted bundle. Redacting compressed bytes would find no secret
+    and break the file (a marker in a stored deflate block): a gzip file of one member is redacted inside and
+    compressed again (the original bytes when nothing changed); a tar (a bundle that does not verify, an
+    archive of logs) or any other compressed format is refused, in one line, before anything is sent."""
+    data = path.read_bytes()
+    kind = packed_format(data[:512])
+    if kind is None:
+        return _bytes(data)
+    if kind == "gzip":
+        inner = _gunzip(data, path)
+        kind = packed_format(inner[:512])
+        if kind is None:
+            redacted = _bytes(inner)
+            return data if redacted == inner else _gzip(redacted, mtime=int.from_bytes(data[4:8], "little"))
+        kind = f"{kind} inside gzip"
+    raise ProviderError(f"not sent: a {kind} file cannot be read for secrets (the gate redacts text, and "
+                        "fabricase bundles that verify); attach the files inside it, or a bundle fabricase "
+                        "made", where=path.name)
+
+
+def _gunzip(data: bytes, path: Path) -> bytes:
+    """One gzip member, decompressed, within the per-member cap (a small file may hold a huge one)."""
+    from fabricase import caps
+
+    z = zlib.decompressobj(wbits=31)
+    out = bytearray()
+    try:
+        out += z.decompress(data, caps.MAX_MEMBER_BYTES + 1)
+        while z.unconsumed_tail and len(out) <= caps.MAX_MEMBER_BYTES:
+            out += z.decompress(z.unconsumed_tail, caps.MAX_MEMBER_BYTES + 1 - len(out))
+    except zlib.error as exc:
+        raise ProviderError(f"not sent: not a readable gzip file ({exc})", where=path.name) from exc
+    if len(out) > caps.MAX_MEMBER_BYTES:
+        raise ProviderError(f"not sent: more than {caps.MAX_MEMBER_BYTES} bytes once decompressed",
+                            where=path.name)
+    if not z.eof or z.unused_data:
+        raise ProviderError("not sent: not one whole gzip member (cut short, or data after it)", where=path.name)
+    return bytes(out)
+
+
+def _gzip(data: bytes, *, mtime: int) -> bytes:
+    import gzip
+
+    return gzip.compress(data, mtime=mtime)
 
 
 # -- the wrapping of outbound methods -----------------------------------------------------------------------

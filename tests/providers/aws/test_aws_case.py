@@ -11,7 +11,7 @@ import boto3
 import pytest
 from awsfakes import REGION, SERVICES, SEVERITIES, capture_params, stub_codes, stub_upload_links, write_config
 
-from fabricase.bundler.archive import build_bundle
+from bundles import redacted_bundle
 from fabricase.errors import ProviderError
 from fabricase.models import EscalationState, Severity, TicketDraft
 from fabricase.providers.aws import AwsProvider
@@ -37,10 +37,7 @@ def blob(path: Path, size: int) -> Path:
 
 def real_bundle(tmp_path: Path, payload_bytes: int) -> Path:
     """A real bundle (it verifies, so it can be split) holding incompressible data."""
-    capture = tmp_path / "cap"
-    capture.mkdir()
-    (capture / "noise.bin").write_bytes(os.urandom(payload_bytes))
-    return build_bundle(capture, tmp_path / "FC-1-cap.tar.gz", extra={}, mtime=1_800_000_000).path
+    return redacted_bundle(tmp_path / "FC-1-cap.tar.gz", payload=os.urandom(payload_bytes))
 
 
 def test_lifecycle_filed_with_attachment_set_read_back_commented_resolved_reopened(provider, clients, moto,

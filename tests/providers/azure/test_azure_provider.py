@@ -12,8 +12,8 @@ import pytest
 from azure_fake_arm import SUB
 from azure_fakes import NoCredential, write_config
 
-from fabricase.bundler.archive import build_bundle
-from fabricase.bundler.verify import join_parts
+from bundles import redacted_bundle
+from fabricase.bundler.verify import join_parts, verify_bundle
 from fabricase.errors import ProviderError
 from fabricase.models import EscalationState, Evidence, Finding, Placement, Severity, TicketDraft
 from fabricase.providers import get_provider
@@ -32,9 +32,7 @@ def _draft(body_extra: str = "", bundle_id: str | None = "cd" * 32, severity=Sev
 
 @pytest.fixture
 def bundle(tmp_path):
-    path = tmp_path / "FC-1-fleet.tar.gz"
-    path.write_bytes(b"\x1f\x8b" + bytes(range(256)) * 40)
-    return path
+    return redacted_bundle(tmp_path / "FC-1-fleet.tar.gz", payload=bytes(range(256)) * 40)
 
 
 def test_registry_gives_the_azure_provider(paths):
@@ -125,22 +123,21 @@ def test_lifecycle_file_status_comment_attach_resolve(provider, arm, bundle, tmp
 def test_a_bundle_over_five_megabytes_goes_as_verified_parts(provider, arm, tmp_path):
     import random
 
-    capture = tmp_path / "capture"
-    capture.mkdir()
     noise = random.Random(7).randbytes(7_000_000)  # incompressible: the bundle stays over 5 MB
-    big = build_bundle(capture, tmp_path / "FC-2-big.tar.gz", extra={"noise.bin": noise}, mtime=1_800_000_000)
-    provider.file_case(escalation_id="FC-2", draft=_draft(bundle_id=big.bundle_id), bundle_path=big.path)
-    files = arm.state.workspaces[f"fabricase-FC-2-{big.bundle_id[:12]}"]
+    big = redacted_bundle(tmp_path / "FC-2-big.tar.gz", payload=noise)
+    bundle_id = verify_bundle(big).bundle_id
+    provider.file_case(escalation_id="FC-2", draft=_draft(bundle_id=bundle_id), bundle_path=big)
+    files = arm.state.workspaces[f"fabricase-FC-2-{bundle_id[:12]}"]
     assert sorted(files) == ["FC-2-big.tar.gz.part001-of-002", "FC-2-big.tar.gz.part002-of-002"]
     first, second = (files[n]["properties"] for n in sorted(files))
     assert first["numberOfChunks"] == 2 and first["fileSize"] > 5_000_000 and second["fileSize"] <= 5_242_880
     parts = []
     for name in sorted(files):
         part = tmp_path / name
-        part.write_bytes(arm.file_bytes(f"fabricase-FC-2-{big.bundle_id[:12]}", name))
+        part.write_bytes(arm.file_bytes(f"fabricase-FC-2-{bundle_id[:12]}", name))
         parts.append(part)
     joined = join_parts(parts, tmp_path / "joined.tar.gz")
-    assert joined.read_bytes() == big.path.read_bytes()
+    assert joined.read_bytes() == big.read_bytes()
 
 
 def test_throttling_is_retried_after_the_servers_retry_after(provider, arm, bundle, delays):

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 import pytest
 from aiosmtpd.controller import Controller
 
+from bundles import redacted_bundle
 from desks.fakes import JIRA_EMAIL, JIRA_TOKEN, ZENDESK_EMAIL, ZENDESK_TOKEN, FakeJira, FakeZendesk
-from fabricase.bundler.archive import build_bundle
 from fabricase.config import Paths
 from fabricase.models import Severity, TicketDraft
 from fabricase.providers.desks import make_desk
@@ -39,10 +39,7 @@ def draft():
 
 
 def make_bundle(root, size: int, name: str = "FC-1.tar.gz"):
-    capture = root / f"capture-{size}"
-    capture.mkdir(parents=True)
-    (capture / "stream.bin").write_bytes(os.urandom(size))
-    return build_bundle(capture, root / name, extra={}, mtime=1_790_000_000).path
+    return redacted_bundle(root / name, payload=os.urandom(size), mtime=1_790_000_000)
 
 
 @pytest.fixture

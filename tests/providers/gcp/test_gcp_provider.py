@@ -16,6 +16,7 @@ import pytest
 from gcp_fake import CLASSIFICATION_GPU, PROJECT, TOKEN, ZONE, instance, write_profile
 from google.auth.credentials import AnonymousCredentials
 
+from bundles import redacted_bundle
 from fabricase.config import Paths
 from fabricase.errors import ProviderError, UnsupportedError
 from fabricase.models import EscalationState, Finding, Severity, TicketDraft
@@ -48,9 +49,7 @@ def draft():
 
 @pytest.fixture
 def bundle(tmp_path):
-    path = tmp_path / "FC-1.tar.gz"
-    path.write_bytes(b"\x1f\x8b" + bytes(range(256)) * 4)
-    return path
+    return redacted_bundle(tmp_path / "FC-1.tar.gz", payload=bytes(range(256)) * 4)
 
 
 def test_registered_and_declares_what_it_cannot_do(paths):
@@ -163,13 +162,10 @@ def test_an_upload_that_fails_leaves_nothing_recorded_and_filing_again_finishes(
 
 
 def test_a_bundle_above_the_attachment_limit_goes_as_parts(paths, google, draft, tmp_path):
-    from fabricase.bundler.archive import build_bundle
     from fabricase.bundler.verify import verify_bundle
 
-    capture = tmp_path / "cap"
-    capture.mkdir()
-    (capture / "noise.bin").write_bytes(random.Random(1).randbytes(300_000))  # incompressible
-    bundle = build_bundle(capture, tmp_path / "big.tar.gz", extra={}, mtime=1_700_000_000).path
+    noise = random.Random(1).randbytes(300_000)  # incompressible
+    bundle = redacted_bundle(tmp_path / "big.tar.gz", payload=noise, mtime=1_700_000_000)
     provider = make(paths, google, attachment_max_bytes=100_000)
     result = provider.file_case(escalation_id="FC-3", draft=draft, bundle_path=bundle)
     parts = sorted(name for case, name in google.uploads if case == result.case_id and name != "summary.md")
