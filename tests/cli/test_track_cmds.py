@@ -162,6 +162,30 @@ def test_comment_attach_resolve_reopen(run, seeded, tmp_path: Path):
     assert desk.comments(case["on_us"])[-1]["body"] != "called the TAM"
 
 
+def test_an_archive_attached_by_hand_is_refused_and_a_gzip_log_goes_redacted(run, seeded, tmp_path: Path):
+    """Before, both went out as their compressed bytes: the gate could see no secret inside them."""
+    import gzip
+    import secrets
+    import zipfile
+
+    ids, desk, case = seeded["ids"], seeded["desk"], seeded["case"]
+    esc, token = ids["on_us"], "ghp_" + secrets.token_hex(18)
+    logs = tmp_path / "logs.zip"
+    with zipfile.ZipFile(logs, "w") as z:
+        z.writestr("syslog", f"push with {token}\n")
+    before = len(run.json("show", esc)["events"])
+    _one_line_error(run("attach", esc, str(logs), code=None), 1, "logs.zip", "not sent: a zip file")
+    assert desk.attachments(case["on_us"]) == [] and len(run.json("show", esc)["events"]) == before
+
+    report = tmp_path / "nvidia-bug-report.log.gz"
+    report.write_bytes(gzip.compress(f"NVRM: Xid 79\ngit push with {token}\n".encode()))
+    assert "1 file(s) attached" in run("attach", esc, str(report)).stdout
+    [sent] = desk.attachments(case["on_us"])
+    assert sent.endswith(report.name)
+    inner = gzip.decompress((desk.root / case["on_us"] / "attachments" / sent).read_bytes())
+    assert b"NVRM: Xid 79" in inner and token.encode() not in inner and b"[REDACTED:" in inner
+
+
 def test_a_draft_is_commented_in_the_tracker_only(run, seeded, monkeypatch):
     monkeypatch.setitem(providers.PROVIDERS, "aws", "no.such.module:AwsProvider")  # never loaded
     result = run("comment", seeded["ids"]["draft"], "waiting for the maintenance window")
