@@ -240,6 +240,22 @@ def test_an_archive_or_other_compressed_file_is_refused_and_nothing_is_sent(tmp_
     assert p.sent == [] and packed.name in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_bundle_without_its_redaction_report_is_refused(tmp_path):
+    """Its members were never redacted: it went out with its raw bytes run through the rules (its compressed
+    data, where they find nothing). The gate now takes the manifest's word for redaction.json, so a verified
+    bundle that does not list it must never pass."""
+    from fabricase.bundler.archive import build_bundle
+    from fabricase.errors import ProviderError
+
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    (capture / "ibdiagnet.log").write_text(_text(_secrets(40)))
+    bundle = build_bundle(capture, tmp_path / "FC-1.tar.gz", extra={}, mtime=0).path
+    with pytest.raises(ProviderError, match="built without its redaction report") as info, gate.files([bundle]):
+        pass
+    assert "FC-1.tar.gz" in str(info.value)
+
+
 def test_a_gzip_that_is_cut_corrupt_or_too_large_once_decompressed_is_refused(tmp_path, monkeypatch):
     import gzip
 

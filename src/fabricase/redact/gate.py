@@ -102,9 +102,10 @@ def _bytes(data: bytes) -> bytes:
 # -- files --------------------------------------------------------------------------------------------------
 
 def _is_redacted_bundle(path: Path) -> bool:
-    """A fabricase bundle (or bundle part) that verifies and whose members were redacted when it was built."""
-    from fabricase.bundler.archive import MANIFEST_NAME
-    from fabricase.bundler.verify import verify_bundle
+    """A fabricase bundle (or bundle part) that verifies and whose members were redacted when it was built. A
+    bundle that verifies holds exactly what its manifest lists, so the manifest (its first member) says whether
+    redaction.json is there: one pass over the archive, not a second one for the member names."""
+    from fabricase.bundler.verify import read_manifest, verify_bundle
     from fabricase.redact import REDACTION_NAME
 
     try:
@@ -112,28 +113,12 @@ def _is_redacted_bundle(path: Path) -> bool:
             if fh.read(2) != _BUNDLE_MAGIC:
                 return False
         report = verify_bundle(path)
+        if not report.ok:
+            return False
+        listed = {m["path"] for m in read_manifest(path)["members"]}
     except Exception:  # not a bundle at all: it is redacted as a file
         return False
-    if not report.ok:
-        return False
-    names = _member_names(path)
-    return MANIFEST_NAME in names and (REDACTION_NAME in names or _is_part(names))
-
-
-def _member_names(path: Path) -> set[str]:
-    import tarfile
-
-    try:
-        with tarfile.open(path, mode="r|gz") as tar:
-            return {m.name for m in tar}
-    except (tarfile.TarError, OSError, EOFError):
-        return set()
-
-
-def _is_part(names: set[str]) -> bool:
-    from fabricase.bundler.verify import PART_INFO
-
-    return PART_INFO in names
+    return REDACTION_NAME in listed or report.part is not None
 
 
 @contextmanager
@@ -142,13 +127,14 @@ def files(paths: list[Path]) -> Iterator[list[Path]]:
     (same name, the name itself gated) in a temporary folder that is removed afterwards."""
     paths = [Path(p) for p in paths]
     # A path that is not a readable file passes as it is: the provider refuses it with its own one-line error.
-    if all(not p.is_file() or _is_redacted_bundle(p) for p in paths):
+    as_is = [not p.is_file() or _is_redacted_bundle(p) for p in paths]  # each bundle verified once
+    if all(as_is):
         yield paths
         return
     with tempfile.TemporaryDirectory(prefix="fabricase-gate-") as tmp:
         out = []
-        for k, p in enumerate(paths):
-            if not p.is_file() or _is_redacted_bundle(p):
+        for k, (p, keep) in enumerate(zip(paths, as_is, strict=True)):
+            if keep:
                 out.append(p)
                 continue
             name = text(p.name).replace("/", "_") or f"file-{k}"
@@ -184,9 +170,23 @@ def _redacted_file(path: Path) -> bytes:
             redacted = _bytes(inner)
             return data if redacted == inner else _gzip(redacted, mtime=int.from_bytes(data[4:8], "little"))
         kind = f"{kind} inside gzip"
+        if kind == "tar inside gzip" and _has_manifest(path):
+            raise ProviderError("not sent: a fabricase bundle that does not verify, or was built without its "
+                                "redaction report (redaction.json); build it again with `fabricase bundle`",
+                                where=path.name)
     raise ProviderError(f"not sent: a {kind} file cannot be read for secrets (the gate redacts text, and "
                         "fabricase bundles that verify); attach the files inside it, or a bundle fabricase "
                         "made", where=path.name)
+
+
+def _has_manifest(path: Path) -> bool:
+    from fabricase.bundler.verify import read_manifest
+
+    try:
+        read_manifest(path)
+    except Exception:  # not a bundle: refused as an archive
+        return False
+    return True
 
 
 def _gunzip(data: bytes, path: Path) -> bytes:
