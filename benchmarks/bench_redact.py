@@ -1,6 +1,6 @@
 """Secret-redaction throughput on a realistic capture, and the worst rule on adversarial text.
 
-    python benchmarks/bench_redact.py [--mb 10] [--adversarial-kb 100] [--baseline OLD_SECRETS_PY]
+    python benchmarks/bench_redact.py [--mb 10] [--binary-mb 4] [--adversarial-kb 100] [--baseline OLD_SECRETS_PY]
 
 The capture is the real kernel logs and `ethtool -S` outputs of tests/fixtures/real, repeated (with their
 numbers shifted, so that no two copies are equal) to about `--mb` megabytes, with a secret planted every
@@ -10,6 +10,8 @@ numbers shifted, so that no two copies are equal) to about `--mb` megabytes, wit
   numbers before and after the rule set of issue 14);
 - with --baseline (an older secrets.py, e.g. `git show HEAD~1:src/fabricase/redact/secrets.py > /tmp/old.py`),
   the same numbers for it, in the same run;
+- a binary file as the gate reads it (random bytes decoded as latin-1, `--binary-mb`), the same way, and again
+  with `str.translate` lowering it (how `ascii_lower` lowered non-ASCII text before 2026-12-04), in the same run;
 - the slowest rule over adversarial texts (long runs of its own characters, of its anchors, of `=`, spaces,
   quotes), each run alone on the rule's pattern: every rule must stay linear.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
+import string
 import sys
 import time
 from collections import Counter
@@ -78,6 +81,31 @@ def load_baseline(path: str):
     return module
 
 
+def binary_text(megabytes: float) -> str:
+    """Random bytes as the gate reads a file that is not UTF-8: decoded as latin-1."""
+    import random
+
+    return random.Random(1).randbytes(int(megabytes * 1_000_000)).decode("latin-1")
+
+
+def with_translate_lowering(text: str) -> dict[str, float]:
+    """throughput() with ascii_lower as it was: str.translate on all non-ASCII text."""
+    import fabricase.redact.lines as lines
+    import fabricase.redact.secrets as secrets
+
+    table = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+    saved = lines.ascii_lower, secrets.ascii_lower
+
+    def old(t: str) -> str:
+        return t.lower() if t.isascii() else t.translate(table)
+
+    lines.ascii_lower = secrets.ascii_lower = old
+    try:
+        return throughput(text)
+    finally:
+        lines.ascii_lower, secrets.ascii_lower = saved
+
+
 def worst_rule(kb: int) -> tuple[float, str, str]:
     """The slowest (time, rule kind, adversarial text name) of every rule's pattern on every adversarial text."""
     worst = (0.0, "", "")
@@ -94,6 +122,7 @@ def worst_rule(kb: int) -> tuple[float, str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--mb", type=float, default=10.0)
+    parser.add_argument("--binary-mb", type=float, default=4.0)
     parser.add_argument("--adversarial-kb", type=int, default=100)
     parser.add_argument("--skip-adversarial", action="store_true")
     parser.add_argument("--baseline", help="an older secrets.py to measure in the same run")
@@ -110,6 +139,10 @@ def main() -> None:
         before = throughput(text, redact=old.redact_secrets)
         print(f"baseline {before['rules_mb_s']:.1f} MB/s; one plain re.sub {before['plain_mb_s']:.1f} MB/s; "
               f"ratio {before['ratio']:.2f}x ({len(old.SECRET_RULES)} rules)")
+    binary = binary_text(args.binary_mb)
+    now, before = throughput(binary), with_translate_lowering(binary)
+    print(f"binary {now['mb']:.1f} MB: redact_secrets {now['rules_mb_s']:.1f} MB/s ({now['ratio']:.2f}x the plain "
+          f"re.sub); lowered by str.translate {before['rules_mb_s']:.1f} MB/s ({before['ratio']:.2f}x)")
     if not args.skip_adversarial:
         seconds, rule, name = worst_rule(args.adversarial_kb)
         print(f"worst rule on {args.adversarial_kb} KB adversarial text: {seconds:.3f} s ({rule}, {name})")

@@ -325,3 +325,33 @@ def test_report_counts_never_values():
     assert "hunter2xyz" not in text and "gpu001" not in text and "10.1.2.3" not in text
     redactor.reset()
     assert redactor.report()["totals"] == {} and Redactor().report()["key_id"] is None
+
+
+_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(codec=None, exclude_categories=()), max_size=64), st.integers(0, 5000),
+       st.binary(min_size=0, max_size=64))
+def test_ascii_lower_lowers_a_to_z_only_whatever_the_text(head, pad, raw):
+    """Long latin-1 text (the gate reads a binary file so) is lowered as bytes: it must change A-Z alone and
+    keep every position, as str.translate does, for any text: surrogates, characters past U+00FF included."""
+    from fabricase.redact.lines import ascii_lower
+
+    for text in (head + "Ab\xe9" * pad, raw.decode("latin-1") * (pad // 8 + 1), head * (pad // 16 + 1)):
+        assert ascii_lower(text) == text.translate(_LOWER)
+
+
+def test_a_binary_file_is_redacted_where_its_text_holds_a_secret(tmp_path):
+    """The gate reads a binary file (a core, a pcap) as latin-1: a key in it is found, and the other bytes are
+    kept, whatever their case."""
+    from fabricase.redact import gate
+
+    key = "AKIA" + "".join(secrets.choice(string.ascii_uppercase + string.digits) for _ in range(16))
+    head, tail = bytes(range(256)) * 40, bytes(range(255, -1, -1)) * 40
+    core = tmp_path / "core.bin"
+    core.write_bytes(head + f" aws_access_key_id={key} ".encode() + tail)
+    with gate.files([core]) as (sent,):
+        out = sent.read_bytes()
+    assert key.encode() not in out and b"[REDACTED:aws-access-key-id]" in out
+    assert out.startswith(head) and out.endswith(tail) and core.read_bytes().count(key.encode()) == 1

@@ -21,6 +21,8 @@ __all__ = ["RUN_CHARS", "RUN_MIN", "WINDOW_MIN", "ascii_lower", "literal_hits", 
 
 WINDOW_MIN = 4096  # shorter texts are cheaper to search whole
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_LOWER_BYTES = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_TRANSLATE_MAX = 4096  # below this str.translate is as fast as the round trips
 RUN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.$/+=~@"  # not `:`: time stamps
 RUN_MIN = 24  # the shortest token a run-local rule may match
 _RUN_TABLE = bytes(ord("a") if chr(i) in RUN_CHARS else ord(" ") for i in range(256))
@@ -29,8 +31,16 @@ _RUN_BYTES = re.compile(b"a" * RUN_MIN + b"a*")
 
 def ascii_lower(text: str) -> str:
     """`text` with A-Z lowered and nothing else changed: positions stay those of `text` (str.lower can
-    lengthen some non-ASCII characters)."""
-    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+    lengthen some non-ASCII characters). str.translate runs at a few MB/s on latin-1 text (a binary file read
+    as latin-1 by the gate, a log with accents), so such text is lowered as bytes, in one pass of C."""
+    if text.isascii():
+        return text.lower()
+    if len(text) >= _TRANSLATE_MAX:
+        try:
+            return text.encode("latin-1").translate(_ASCII_LOWER_BYTES).decode("latin-1")
+        except UnicodeEncodeError:  # a character past U+00FF: str.translate is not slow on those
+            pass
+    return text.translate(_ASCII_LOWER)
 
 
 def literal_hits(lowered: str, anchors: tuple[str, ...]) -> list[int]:
