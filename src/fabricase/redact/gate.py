@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import gzip
 import inspect
 import tempfile
 import zlib
@@ -33,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fabricase import caps
 from fabricase.errors import FabricaseError, ProviderError
 from fabricase.redact.secrets import redact_secrets
 
@@ -40,7 +42,7 @@ __all__ = ["GATED", "files", "gated_methods", "is_gated", "outbound", "packed_fo
 
 T = TypeVar("T")
 _MARK = "__fabricase_gated__"
-_BUNDLE_MAGIC = b"\x1f\x8b"
+_GZIP_MAGIC = b"\x1f\x8b"
 # what a file starts with -> the compressed or archive format it is in (tar: "ustar" at byte 257)
 _PACKED_MAGIC = {
     b"BZh": "bzip2",
@@ -110,7 +112,7 @@ def _is_redacted_bundle(path: Path) -> bool:
 
     try:
         with path.open("rb") as fh:
-            if fh.read(2) != _BUNDLE_MAGIC:
+            if fh.read(2) != _GZIP_MAGIC:
                 return False
         report = verify_bundle(path)
         if not report.ok:
@@ -147,7 +149,7 @@ def files(paths: list[Path]) -> Iterator[list[Path]]:
 
 def packed_format(head: bytes) -> str | None:
     """The compressed or archive format a file starting with `head` (its first 512 bytes) is in, or None."""
-    if head.startswith(_BUNDLE_MAGIC):
+    if head.startswith(_GZIP_MAGIC):
         return "gzip"
     if head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar":
         return "tar"
@@ -168,7 +170,7 @@ def _redacted_file(path: Path) -> bytes:
         kind = packed_format(inner[:512])
         if kind is None:
             redacted = _bytes(inner)
-            return data if redacted == inner else _gzip(redacted, mtime=int.from_bytes(data[4:8], "little"))
+            return data if redacted == inner else gzip.compress(redacted, mtime=int.from_bytes(data[4:8], "little"))
         kind = f"{kind} inside gzip"
         if kind == "tar inside gzip" and _has_manifest(path):
             raise ProviderError("not sent: a fabricase bundle that does not verify, or was built without its "
@@ -191,8 +193,6 @@ def _has_manifest(path: Path) -> bool:
 
 def _gunzip(data: bytes, path: Path) -> bytes:
     """One gzip member, decompressed, within the per-member cap (a small file may hold a huge one)."""
-    from fabricase import caps
-
     z = zlib.decompressobj(wbits=31)
     out = bytearray()
     try:
@@ -207,12 +207,6 @@ def _gunzip(data: bytes, path: Path) -> bytes:
     if not z.eof or z.unused_data:
         raise ProviderError("not sent: not one whole gzip member (cut short, or data after it)", where=path.name)
     return bytes(out)
-
-
-def _gzip(data: bytes, *, mtime: int) -> bytes:
-    import gzip
-
-    return gzip.compress(data, mtime=mtime)
 
 
 # -- the wrapping of outbound methods -----------------------------------------------------------------------
