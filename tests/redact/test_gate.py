@@ -216,7 +216,15 @@ def _xz(path: Path, inner: bytes) -> Path:
     return path
 
 
+def _bz2(path: Path, inner: bytes) -> Path:
+    import bz2
+
+    path.write_bytes(bz2.compress(inner))
+    return path
+
+
 _PACKED = {
+    "bzip2": lambda d, b: _bz2(d / "syslog.bz2", b),
     "tar inside gzip": lambda d, b: _tar(d / "logs.tar.gz", b, "w:gz"),
     "tar": lambda d, b: _tar(d / "logs.tar", b, "w"),
     "zip": lambda d, b: _zip(d / "logs.zip", b),
@@ -238,6 +246,13 @@ def test_an_archive_or_other_compressed_file_is_refused_and_nothing_is_sent(tmp_
     with pytest.raises(ProviderError, match=f"not sent: a {kind} file cannot be read for secrets") as info:
         p.attach("c-1", [plain, packed], note="x")
     assert p.sent == [] and packed.name in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_text_that_starts_like_a_format_is_still_redacted_as_text():
+    assert gate.packed_format(b"BZh91AY&SY" + bytes(20)) == "bzip2"
+    assert gate.packed_format(b"BZh9\x17rE8P\x90") == "bzip2"
+    for head in (b"BZh is the stock symbol\n", b"BZh1 2 3\n", b"PK03 rack 4\n", b"ustar\n" * 100, b""):
+        assert gate.packed_format(head) is None, head
 
 
 def test_a_bundle_without_its_redaction_report_is_refused(tmp_path):

@@ -45,7 +45,6 @@ _MARK = "__fabricase_gated__"
 _GZIP_MAGIC = b"\x1f\x8b"
 # what a file starts with -> the compressed or archive format it is in (tar: "ustar" at byte 257)
 _PACKED_MAGIC = {
-    b"BZh": "bzip2",
     b"\xfd7zXZ\x00": "xz",
     b"\x28\xb5\x2f\xfd": "zstd",
     b"\x04\x22\x4d\x18": "lz4",
@@ -53,6 +52,8 @@ _PACKED_MAGIC = {
     b"7z\xbc\xaf\x27\x1c": "7z",
 }
 _TAR_MAGIC_AT = 257
+_BZIP2_LEVELS = tuple(b"%d" % n for n in range(1, 10))
+_BZIP2_BLOCKS = (b"1AY&SY", b"\x17rE8P\x90")  # the first block's magic, or the end of an empty stream's
 
 
 def text(value: str) -> str:
@@ -153,6 +154,8 @@ def packed_format(head: bytes) -> str | None:
         return "gzip"
     if head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar":
         return "tar"
+    if head[:3] == b"BZh" and head[3:4] in _BZIP2_LEVELS and head[4:10] in _BZIP2_BLOCKS:
+        return "bzip2"  # a text that starts with "BZh" is not one
     return next((kind for magic, kind in _PACKED_MAGIC.items() if head.startswith(magic)), None)
 
 
