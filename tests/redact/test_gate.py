@@ -243,7 +243,7 @@ def test_an_archive_or_other_compressed_file_is_refused_and_nothing_is_sent(tmp_
     plain = tmp_path / "ok.txt"
     plain.write_text("nothing secret\n")
     p = _Attacher(paths_at(tmp_path))
-    with pytest.raises(ProviderError, match=f"not sent: a {kind} file cannot be read for secrets") as info:
+    with pytest.raises(ProviderError, match=f"not sent: a {kind} file cannot be checked for secrets") as info:
         p.attach("c-1", [plain, packed], note="x")
     assert p.sent == [] and packed.name in str(info.value) and "\n" not in str(info.value)
 
@@ -266,7 +266,7 @@ def test_a_bundle_without_its_redaction_report_is_refused(tmp_path):
     capture.mkdir()
     (capture / "ibdiagnet.log").write_text(_text(_secrets(40)))
     bundle = build_bundle(capture, tmp_path / "FC-1.tar.gz", extra={}, mtime=0).path
-    with pytest.raises(ProviderError, match="built without its redaction report") as info, gate.files([bundle]):
+    with pytest.raises(ProviderError, match="does not verify or has no redaction.json") as info, gate.files([bundle]):
         pass
     assert "FC-1.tar.gz" in str(info.value)
 

@@ -176,12 +176,10 @@ def _redacted_file(path: Path) -> bytes:
             return data if redacted == inner else gzip.compress(redacted, mtime=int.from_bytes(data[4:8], "little"))
         kind = f"{kind} inside gzip"
         if kind == "tar inside gzip" and _has_manifest(path):
-            raise ProviderError("not sent: a fabricase bundle that does not verify, or was built without its "
-                                "redaction report (redaction.json); build it again with `fabricase bundle`",
-                                where=path.name)
-    raise ProviderError(f"not sent: a {kind} file cannot be read for secrets (the gate redacts text, and "
-                        "fabricase bundles that verify); attach the files inside it, or a bundle fabricase "
-                        "made", where=path.name)
+            raise ProviderError("not sent: a bundle that does not verify or has no redaction.json; build it "
+                                "again with `fabricase bundle`", where=path.name)
+    raise ProviderError(f"not sent: a {kind} file cannot be checked for secrets; attach the files in it",
+                        where=path.name)
 
 
 def _has_manifest(path: Path) -> bool:
