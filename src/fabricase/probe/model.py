@@ -41,7 +41,8 @@ class ProbeTest:
     the probe planned it; round: tests of one round run at once on disjoint hosts (1-based, over the whole probe);
     hosts: a pair test's (server, client), or a collective's set in rank order; rail: the NIC index a pair
     test used on both sides (NIC i to NIC i), None for TCP and collectives; devices: the RDMA device on
-    (server, client); parent: a bisection test's parent set id (None at the top); argv: the reporting side's
+    (server, client); parent: a bisection test's parent set id (None at the top), or for a pair test run again
+    because its figure was slow, the first test's id; argv: the reporting side's
     command line as run on its host; server_argv: the server side's.
     """
 

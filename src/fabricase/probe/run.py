@@ -241,8 +241,8 @@ class Probe:
         self.record(ProbeResult(test, out.status, error=out.error, duration_s=out.duration_s,
                                 started_at=out.started_at, leftovers=left))
 
-    def run_pairs(self, tests: list[ProbeTest], env: Mapping[str, str] | None = None) -> None:
-        """One round of server/client tests at once."""
+    def run_pairs(self, tests: list[ProbeTest], env: Mapping[str, str] | None = None) -> dict[str, Outcome]:
+        """One round of server/client tests at once; the clients' outcomes by test id."""
         limit = self.limit()
         pending = [_Pending(t, started=time.monotonic()) for t in tests]
 
@@ -266,6 +266,7 @@ class Probe:
             return True
 
         self._round(pending, start, restart)
+        return {p.test.id: p.outcome for p in pending if p.outcome is not None}
 
     def run_collectives(self, tests: list[ProbeTest], env: Mapping[str, str]) -> dict[str, Outcome]:
         limit = self.limit()
