@@ -27,9 +27,20 @@ from fabricase.probe import judge
 from fabricase.probe.model import PAIR_KINDS, PROBE_NAME, ProbeDoc, ProbeTest, item_source
 
 __all__ = [
-    "MAX_PROBE_BYTES", "BisectSet", "HostSuspect", "ProbeAnalysis", "ProbeMeasure", "analyze_measures", "load_probe",
-    "item_text", "one_line", "probe_analysis", "probe_findings", "probe_measures",
-]  # fmt: skip
+    "BisectSet",
+    "HostSuspect",
+    "MAX_PROBE_BYTES",
+    "ProbeAnalysis",
+    "ProbeMeasure",
+    "analyze_measures",
+    "figure_of",
+    "item_text",
+    "load_probe",
+    "one_line",
+    "probe_analysis",
+    "probe_findings",
+    "probe_measures",
+]
 
 MAX_PROBE_BYTES = 16 * MIB  # probe.json is a plan and outcomes; a bigger one is not ours
 MAX_PROBE_ITEM_BYTES = 16 * MIB  # a probe tool's output is a few KiB; the rest would only cost memory
@@ -148,8 +159,9 @@ def item_text(capture: Capture, host: str, source: str) -> tuple[str | None, str
         return None, f"{source} on {host}: unreadable ({' '.join(str(exc).split())[:160]})"
 
 
-def _figure(test: ProbeTest, text: str) -> tuple[float | None, int | None, float | None, list[str]]:
-    """(value, size, #wrong, tool errors) of one output, by the test's tool."""
+def figure_of(test: ProbeTest, text: str) -> tuple[float | None, int | None, float | None, list[str]]:
+    """(value, size, #wrong, tool errors) of one output, by the test's tool (the probe's run reads its pairs'
+    figures with it too, to pick the pairs it runs again)."""
     if test.kind == "iperf3":
         r = parse_iperf3(text)
         value = None if r.received_bps is None else r.received_bps / 1e9
@@ -185,7 +197,7 @@ def _measure(capture: Capture, result) -> tuple[ProbeMeasure, NcclLog | None]:
     log = None
     if text is not None:
         try:
-            value, size, wrong, errors = _figure(test, text)
+            value, size, wrong, errors = figure_of(test, text)
         except Exception as exc:  # the parsers return a record on any input; this is the belt to their braces
             why = f"{source}: unparseable ({type(exc).__name__})"
         if not pair and "NCCL" in text:

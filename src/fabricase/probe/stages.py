@@ -10,8 +10,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from fabricase.parsers.iperf3 import parse_iperf3
-from fabricase.parsers.perftest import parse_perftest
 from fabricase.perf.runners import ib_write_bw_command, iperf3_command, nccl_tests_argv
 from fabricase.probe import judge
 from fabricase.probe.exec import Outcome
@@ -77,15 +75,12 @@ def _run_pair_rounds(probe: Probe, rounds: list[list[tuple[str, str]]],
 
 
 def _pair_gbps(test: ProbeTest, out: Outcome | None) -> float | None:
-    """The figure of a pair test that ran to its end (Gb/s), as the analysis reads it; None otherwise."""
+    """The figure of a pair test that ran to its end (Gb/s), read as the analysis reads it; None otherwise."""
+    from fabricase.analysis.probe import figure_of
+
     if out is None or out.status != "ok":
         return None
-    text = out.stdout.decode("utf-8", "replace")
-    if test.kind == "iperf3":
-        bps = parse_iperf3(text).received_bps
-        return None if bps is None else bps / 1e9
-    row = parse_perftest(text).largest()
-    return None if row is None else row.bw_avg_gbps
+    return figure_of(test, out.stdout.decode("utf-8", "replace"))[0]
 
 
 def _slow_figures(ran: list[tuple[ProbeTest, Outcome | None]], expected: object) -> list[ProbeTest]:
