@@ -35,6 +35,7 @@ __all__ = [
     "utc_now",
     "write_capture_meta",
     "write_host",
+    "write_stream",
 ]
 
 CAPTURE_FORMAT = "fabricase-capture"
@@ -192,18 +193,33 @@ def host_dir_name(host: str) -> str:
     return host
 
 
-def write_host(root: Path, hc: HostCapture, raw: bytes, version: int | None = None,
-               index: bytes | None = None) -> HostCapture:
-    """Store a host: its raw stream verbatim (one file, whatever the number of items), index and record.
-    `version`: the capture's format (capture.json), 3 for the binary index.fci, 2 for index.json; default
-    WRITTEN_VERSION. `index`: format 3's index.fci bytes of the stream, when the caller has them in place of
-    hc.items (capture_scan)."""
-    version = version or WRITTEN_VERSION
-    hdir = root / "hosts" / host_dir_name(hc.host)
+def write_stream(root: Path, host: str, raw: bytes) -> Path:
+    """A host's raw stream, stored verbatim where write_host keeps it, before its index and record are written:
+    collect hands a stream to a recording worker as this file rather than through a pipe (pipeline._Recorder).
+    Returns the file's path; CaptureError when it cannot be written."""
+    hdir = root / "hosts" / host_dir_name(host)
     try:
         hdir.mkdir(parents=True, exist_ok=True)
         with open(hdir / STREAM_FILE, "wb") as fh:
             fh.write(raw)
+    except OSError as exc:
+        raise CaptureError(f"cannot write capture: {exc.strerror}", where=str(hdir)) from exc
+    return hdir / STREAM_FILE
+
+
+def write_host(root: Path, hc: HostCapture, raw: bytes | None, version: int | None = None,
+               index: bytes | None = None) -> HostCapture:
+    """Store a host: its raw stream verbatim (one file, whatever the number of items), index and record.
+    `raw` None: the stream is stored already (write_stream). `version`: the capture's format (capture.json), 3
+    for the binary index.fci, 2 for index.json; default WRITTEN_VERSION. `index`: format 3's index.fci bytes of
+    the stream, when the caller has them in place of hc.items (capture_scan)."""
+    version = version or WRITTEN_VERSION
+    hdir = root / "hosts" / host_dir_name(hc.host)
+    try:
+        hdir.mkdir(parents=True, exist_ok=True)
+        if raw is not None:
+            with open(hdir / STREAM_FILE, "wb") as fh:
+                fh.write(raw)
         if version >= 3:
             _write_bytes(hdir / INDEX_FILE, encode_index(hc.items) if index is None else index)
         else:

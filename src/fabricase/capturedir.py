@@ -52,6 +52,7 @@ from fabricase.capture_write import (
     utc_now,
     write_capture_meta,
     write_host,
+    write_stream,
 )
 from fabricase.errors import CaptureError, CorruptItemError, TargetError
 from fabricase.models import Capture, CaptureItem, HostCapture, HostStatus, InputFile
@@ -78,6 +79,7 @@ __all__ = [
     "write_capture_meta",
     "write_host",
     "write_placements",
+    "write_stream",
 ]
 
 READABLE_VERSIONS = (1, 2, 3)

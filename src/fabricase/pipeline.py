@@ -27,6 +27,7 @@ from fabricase.capturedir import (
     utc_now,
     write_capture_meta,
     write_host,
+    write_stream,
 )
 from fabricase.collectors import select_collectors
 from fabricase.collectors.framing import parse_stream
@@ -118,11 +119,17 @@ def _host_budget(plan: CapturePlan) -> float:
 
 
 def _record_and_analyze(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int,
-                        analyze: bool) -> Outcome | None:
+                        analyze: bool, stored: Path | None = None) -> Outcome | None:
     """_record_run, then, with `analyze`, the host loaded back as load_capture loads it and analyzed as
     diagnose_capture would (analysis.prepare_host with the hardware hook); None when that fails in any way: the
-    diagnosis then analyzes the host itself, and says what is wrong there (recording never fails for it)."""
-    _record_run(root, run, plan, transport, version)
+    diagnosis then analyzes the host itself, and says what is wrong there (recording never fails for it).
+    `stored`: the stream is in that file already (capture_write.write_stream), not in run.stdout."""
+    if stored is not None:
+        try:
+            run.stdout = stored.read_bytes()
+        except OSError as exc:
+            raise CaptureError(f"cannot read capture: {exc.strerror}", where=str(stored)) from exc
+    _record_run(root, run, plan, transport, version, stored=stored is not None)
     if not analyze:
         return None
     from fabricase.analysis import prepare_host
@@ -142,8 +149,11 @@ def _prepared_hook() -> Callable:
     return host_hardware
 
 
-def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int | None = None) -> None:
+def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, version: int | None = None,
+                stored: bool = False) -> None:
+    """Index and store one host's stream (`stored`: its stream file is written already)."""
     version = version or capture_write.WRITTEN_VERSION
+    raw = None if stored else run.stdout
     index = None
     try:
         if version >= 3:  # straight into index.fci, no item objects (capture_scan)
@@ -158,7 +168,7 @@ def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, ver
         hc = HostCapture(run.host, HostStatus.FAILED, transport, started_at=run.started_at,
                          finished_at=run.finished_at,
                          reason=f"capture stream: cannot be indexed ({type(exc).__name__}: {str(exc)[:200]})")
-        write_host(root, hc, run.stdout, version)
+        write_host(root, hc, raw, version)
         return
     hc.transport, hc.started_at, hc.finished_at = transport, run.started_at, run.finished_at
     hc.status, hc.reason = run.status, run.reason
@@ -168,7 +178,7 @@ def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, ver
         hc.reason = f"capture stream: {stream.error}"
     elif run.status != HostStatus.OK and count:
         hc.reason = f"{run.reason}; {count} items kept"
-    write_host(root, hc, run.stdout, version, index=index)
+    write_host(root, hc, raw, version, index=index)
 
 
 def expand_globs(patterns: tuple[str, ...], option: str) -> list[Path]:
@@ -186,8 +196,11 @@ def expand_globs(patterns: tuple[str, ...], option: str) -> list[Path]:
 
 class _Recorder:
     """Writes each host's capture as it arrives. With many hosts, parsing and writing run in worker processes
-    (one per core), so a fleet is not serialized behind one core. Streams waiting for a worker are bounded
-    in bytes, not in count: a host that hangs must still start early, and memory must stay bounded."""
+    (one per core), so a fleet is not serialized behind one core. A stream is stored in its host's folder as it
+    arrives (one write) and the worker reads it there: streams waiting for a worker cost no memory here, so the
+    fan-out never waits for the workers, and a host that hangs starts (and times out) as early as the fan-out
+    reaches it. A stream that cannot be stored goes to the worker through the pipe instead (the worker then
+    says why it cannot be written); those are bounded in bytes, not in count."""
 
     PARALLEL_FROM = 16
     IN_FLIGHT_BYTES = 256 * 2**20
@@ -214,13 +227,18 @@ class _Recorder:
         if self.pool is None:
             _record_run(self.root, run, self.plan, self.via, self.version)
             return
-        size = len(run.stdout)
+        try:
+            stored: Path | None = write_stream(self.root, run.host, run.stdout)
+        except CaptureError:
+            stored = None
+        size = 0 if stored else len(run.stdout)
         with self.room:
             self.room.wait_for(lambda: self.in_flight == 0 or self.in_flight + size <= self.IN_FLIGHT_BYTES)
             self.in_flight += size
         # A copy: the pool pickles later, in its own thread, and the caller drops run.stdout meanwhile.
-        future = self.pool.submit(_record_and_analyze, self.root, dataclasses.replace(run), self.plan, self.via,
-                                  self.version, self.analyze)
+        handed = dataclasses.replace(run, stdout=b"") if stored else dataclasses.replace(run)
+        future = self.pool.submit(_record_and_analyze, self.root, handed, self.plan, self.via, self.version,
+                                  self.analyze, stored)
         future.add_done_callback(lambda _: self._release(size))
         self.futures.append((run.host, future))
 
