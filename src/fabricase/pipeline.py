@@ -269,6 +269,8 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
     3 the load reads each host's record and checks its index, and builds no item objects until a host is used.
     `transport` overrides the one named by opts.via (tests and benchmarks: the fake transport);
     `capture_format`: the format written, default capture_write.WRITTEN_VERSION (read at call time)."""
+    from fabricase.analysis.pool import fewer_collections
+
     version = capture_format or capture_write.WRITTEN_VERSION
     plan = _plan(opts)
     nccl_logs = expand_globs(opts.nccl_logs, "--nccl-log")  # before any capture work: fail fast
@@ -300,14 +302,16 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
         run.stdout = b""  # handed over; a thousand hosts' streams must not pile up in memory
 
     try:
-        runs = transport.run(list(targets.hosts), script, timeout_s=timeout, on_done=done)
+        with fewer_collections():  # the workers' outcomes pile up here: a full collection each time they grow
+            runs = transport.run(list(targets.hosts), script, timeout_s=timeout, on_done=done)
         transport.record_extras(root)  # --via k8s: providerID, zone, instance type, for locate
         interrupted = any(r.reason == "interrupted" for r in runs)
         if interrupted:
             for host in targets.hosts[len(runs):]:  # the rest are recorded as never reached
                 done(HostRun(host, HostStatus.FAILED, reason="not captured: interrupted"))
     finally:
-        recorder.close()
+        with fewer_collections():
+            recorder.close()
     if interrupted:
         raise CaptureInterrupted("interrupted; what was gathered is kept here", where=str(root))
     if not load:
@@ -372,12 +376,14 @@ def diagnose_capture(capture: Capture, topology: dict[str, list[str]] | None = N
     """Findings and the diagnosis of a capture, in one read of each host's items. `topology`: host -> its shared
     components (placements.topology_of); `placements`: for the instance ids in each suspect's identity."""
     from fabricase.analysis import analyze
+    from fabricase.analysis.pool import fewer_collections
     from fabricase.diagnosis import diagnose, host_hardware
 
     samples: dict[str, list[MetricSample]] = {}
     hardware: dict[str, HostHardware] = {}
-    findings = analyze(capture, topology=topology, samples_out=samples, per_host=host_hardware,
-                       per_host_out=hardware)
-    diagnosis = diagnose(findings, hosts=capture.hosts, hardware=hardware, samples=samples,
-                         placements=placements or [])
+    with fewer_collections():
+        findings = analyze(capture, topology=topology, samples_out=samples, per_host=host_hardware,
+                           per_host_out=hardware)
+        diagnosis = diagnose(findings, hosts=capture.hosts, hardware=hardware, samples=samples,
+                             placements=placements or [])
     return Analysis(findings, diagnosis, samples, hardware)
