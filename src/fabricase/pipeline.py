@@ -5,6 +5,7 @@ fabricase.escalate."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -50,6 +51,7 @@ from fabricase.trace import hosts as host_count
 from fabricase.transports import HostRun, Transport, get_transport, is_local_name
 
 if TYPE_CHECKING:
+    from fabricase.analysis.fleet import FleetGroups
     from fabricase.analysis.pool import Outcome
     from fabricase.diagnosis import Diagnosis, HostHardware
     from fabricase.models import Placement
@@ -181,6 +183,20 @@ def _record_run(root: Path, run: HostRun, plan: CapturePlan, transport: str, ver
     write_host(root, hc, raw, version, index=index)
 
 
+def _importing_fleet_step() -> threading.Thread:
+    """analysis.import_fleet_step in a thread of its own, started now (a failed import is the fleet step's to
+    report when it imports the same)."""
+    def run() -> None:
+        from fabricase.analysis import import_fleet_step
+
+        with contextlib.suppress(ImportError):
+            import_fleet_step()
+
+    thread = threading.Thread(target=run, name="fabricase-import-fleet-step", daemon=True)
+    thread.start()
+    return thread
+
+
 def expand_globs(patterns: tuple[str, ...], option: str) -> list[Path]:
     """Files matching each pattern, sorted; a pattern that matches no file is an error naming it."""
     import glob
@@ -294,6 +310,7 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
     timeout = opts.timeout_s or _host_budget(plan)
 
     recorder = _Recorder(root, plan, via, len(targets.hosts), version, analyze=opts.analyze_hosts)
+    warm = _importing_fleet_step() if opts.analyze_hosts and recorder.pool is not None else None
 
     def done(run: HostRun) -> None:
         recorder.record(run)
@@ -312,6 +329,8 @@ def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
     finally:
         with fewer_collections():
             recorder.close()
+        if warm is not None:
+            warm.join()  # done long before: the analysis pool forks only in a process without other threads
     if interrupted:
         raise CaptureInterrupted("interrupted; what was gathered is kept here", where=str(root))
     if not load:
@@ -381,9 +400,10 @@ def diagnose_capture(capture: Capture, topology: dict[str, list[str]] | None = N
 
     samples: dict[str, list[MetricSample]] = {}
     hardware: dict[str, HostHardware] = {}
+    fleet: list[FleetGroups] = []
     with fewer_collections():
         findings = analyze(capture, topology=topology, samples_out=samples, per_host=host_hardware,
-                           per_host_out=hardware)
+                           per_host_out=hardware, fleet_out=fleet)
         diagnosis = diagnose(findings, hosts=capture.hosts, hardware=hardware, samples=samples,
-                             placements=placements or [])
+                             placements=placements or [], prepared=fleet[0] if fleet else None)
     return Analysis(findings, diagnosis, samples, hardware)

@@ -128,3 +128,32 @@ def test_the_fan_out_and_the_diagnosis_collect_garbage_less_often(tmp_path: Path
     monkeypatch.setattr(analysis_module, "analyze", watched)
     diagnose_capture(capture)
     assert seen[-1] == _YOUNG_THRESHOLD and gc.get_threshold() == before
+
+
+_WARM = """
+import sys, threading
+from pathlib import Path
+from fabricase.pipeline import CollectOptions, collect
+from fabricase.targets import Targets
+from fabricase.transports.fake import FakeTransport
+stream = Path(sys.argv[1]).read_bytes()
+hosts = tuple(f"gpu{i:02d}" for i in range(1, 21))
+assert "scipy.special" not in sys.modules
+collect(Targets(hosts=hosts), CollectOptions(interval_s=0, timeout_s=5, analyze_hosts=%s), Path(sys.argv[2]),
+        transport=FakeTransport(lambda h: stream, latency_s=(0.0, 0.01)), load=False)
+print("scipy.special" in sys.modules, threading.active_count())
+"""
+
+
+@pytest.mark.parametrize("analyze", [True, False])
+def test_the_fleet_steps_imports_are_paid_while_the_hosts_are_captured(tmp_path: Path, degraded_stream, analyze):
+    """scipy.special and the fleet-wide modules took 0.2 s after the last host (bench_fleet's serial tail);
+    collect imports them in a thread of its own while the fan-out waits, when an analysis follows, and the
+    thread is gone before it returns (the analysis pool forks only without other threads)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "stream").write_bytes(degraded_stream)
+    out = subprocess.run([sys.executable, "-c", _WARM % analyze, str(tmp_path / "stream"), str(tmp_path / "cap")],
+                         capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    assert out == [str(analyze), "1"]

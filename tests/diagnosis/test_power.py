@@ -257,3 +257,60 @@ def test_negative_deltas_and_unknown_intervals_are_left_out():
                                  source="/sys/class/infiniband/mlx5_9/ports/1/counters/symbol_error"))
     assert [s.to_dict() for s in power_statements(samples, intervals={h: 3.0 for h in samples})] == \
         [s.to_dict() for s in base]
+
+
+def _gathers(monkeypatch) -> list[int]:
+    """How many times the fleet's counters are gathered, by any caller."""
+    from fabricase.analysis import fleet, fleet_gather, power
+
+    calls: list[int] = []
+    real = fleet_gather.gather_counters
+
+    def counting(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(fleet, "gather_counters", counting)
+    monkeypatch.setattr(power, "gather_counters", counting)
+    return calls
+
+
+def test_the_power_statements_read_the_fleet_steps_columns_instead_of_gathering_again(monkeypatch):
+    """The diagnosis of 1,024 HGX hosts gathered every error counter of the fleet a second time for its power
+    statements (0.4 s of the serial tail after the capture); analyze's fleet step hands its columns over."""
+    from fabricase.analysis import fleet_groups
+
+    hosts, samples = _fleet(16, 3.0, errors={(2, 1): 5})
+    intervals = {h.host: 3.0 for h in hosts}
+    fresh = power_statements(samples, intervals=intervals)
+    calls = _gathers(monkeypatch)
+    prepared = fleet_groups(samples, intervals=intervals, inputs=True)
+    assert power_statements(samples, intervals=intervals, prepared=prepared) == fresh
+    assert len(calls) == 1 and fresh and any(isinstance(s, DetectableRate) for s in fresh)
+
+
+def test_columns_gathered_over_other_intervals_are_gathered_again(monkeypatch):
+    from fabricase.analysis import fleet_groups
+
+    hosts, samples = _fleet(16, 3.0, errors={(2, 1): 5})
+    prepared = fleet_groups(samples, intervals={h.host: 30.0 for h in hosts}, inputs=True)
+    calls = _gathers(monkeypatch)
+    intervals = {h.host: 3.0 for h in hosts}
+    assert power_statements(samples, intervals=intervals, prepared=prepared) == power_statements(
+        samples, intervals=intervals)
+    assert len(calls) == 2  # once with the prepared columns refused, once without them
+
+
+def test_diagnose_capture_gathers_the_fleets_counters_once(tmp_path, monkeypatch):
+    import fabricase.analysis as analysis_module
+    from fabricase.pipeline import diagnose_capture
+
+    hosts, samples = _fleet(16, 3.0, errors={(2, 1): 5})
+    capture = _capture(hosts, 3.0)
+    monkeypatch.setattr(analysis_module, "_host_outcomes", lambda capture, hosts, per_host: [
+        analysis_module.Outcome(analysis_module._HostResult([], samples[h.host], None, []), None, h.status, h.reason)
+        for h in hosts])
+    calls = _gathers(monkeypatch)
+    analysis = diagnose_capture(capture)
+    assert len(calls) == 1
+    assert analysis.diagnosis.power == power_statements(samples, intervals={h.host: 3.0 for h in hosts})

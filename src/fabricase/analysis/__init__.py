@@ -216,6 +216,16 @@ def _host_outcomes(capture: Capture, hosts: list[HostCapture],
     return outcomes
 
 
+def import_fleet_step() -> None:
+    """Import what the fleet-wide step imports when it first runs (scipy.special for its count tests, the
+    drift, power and shared-component modules): about 0.2 s that a caller waiting on the network can pay then
+    (collect, while its hosts are captured) rather than after the last host."""
+    from fabricase.analysis import drift, power, topology  # noqa: F401
+    from fabricase.analysis.stats import scipy_special
+
+    scipy_special()
+
+
 def analyze_host(hc: HostCapture) -> list[Finding]:
     """Every rule's findings for one host, sorted; HostAnalysisError when its items cannot be analyzed."""
     return _analyze_host(hc, fleet=False).findings
@@ -302,14 +312,16 @@ def _probe_findings(capture: Capture) -> list[Finding]:
 def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
             samples_out: dict[str, list[MetricSample]] | None = None,
             per_host: Callable[[HostCapture], Any] | None = None,
-            per_host_out: dict[str, Any] | None = None) -> list[Finding]:
+            per_host_out: dict[str, Any] | None = None,
+            fleet_out: list[FleetGroups] | None = None) -> list[Finding]:
     """Findings for every host of a capture, then the fleet-wide ones, sorted by Finding.sort_key; deterministic.
 
     `topology` maps a host to the shared components above it (switch, rack, network node, block). When
     `samples_out` is given, it receives each host's samples that fleet statistics read (error, traffic, pause and
     class gauges), for the report's heat map, so nobody has to read the items again. `per_host(hc)` runs while a
     host's items are read (the diagnosis takes each host's hardware aliases so); `per_host_out` receives its
-    results by host.
+    results by host. `fleet_out` receives the fleet step's groups of those samples (analysis.fleet_groups), for
+    the diagnosis's power statements to read rather than gather again.
 
     A host whose items make a parser, a rule or `per_host` raise is marked on the capture itself: status
     failed, reason `analysis: <stage>: <error> (after reading <item>; <line>)`, so that every later stage (the
@@ -342,6 +354,8 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
     intervals = {hc.host: hc.interval_s or capture.interval_s for hc in hosts}
     # One gathering for the fleet and the switch tests; the samples are fleet_inputs already (_analyze_host).
     prepared = fleet_groups(samples, intervals=intervals, inputs=True)
+    if fleet_out is not None:
+        fleet_out.append(prepared)
     fleet = _fleet_findings(capture, results, prepared)
     findings = host_findings + fleet
     shared: list[Finding] = []

@@ -43,6 +43,7 @@ from fabricase.analysis.fleet_gather import (
     TRAFFIC_METRICS,
     TRAFFIC_SCALED_TOKENS,
     CountBlock,
+    FleetCounters,
     GroupKey,
     count_blocks,
     gather_counters,
@@ -150,6 +151,7 @@ class FleetGroups:
     untested: int
     min_group: int
     judgeable: set[str]  # judgeable_families of the same samples and min_group
+    counters: FleetCounters | None = None  # the gathered columns (analysis.power reads them again)
 
 
 def fleet_groups(hosts_samples: Mapping[str, Iterable[MetricSample]], *, min_group: int = 8,
@@ -161,7 +163,7 @@ def fleet_groups(hosts_samples: Mapping[str, Iterable[MetricSample]], *, min_gro
     counters, continuous = gather_counters(hosts_samples, intervals)  # type: ignore[arg-type]
     blocks, small, judged_families, untested, members = count_blocks(counters, min_group)
     judgeable = {family for family, n in members.items() if n >= min_group}
-    return FleetGroups(continuous, blocks, small, judged_families, untested, min_group, judgeable)
+    return FleetGroups(continuous, blocks, small, judged_families, untested, min_group, judgeable, counters)
 
 
 def fleet_findings(hosts_samples: Mapping[str, Iterable[MetricSample]], *, alpha: float = 0.01,

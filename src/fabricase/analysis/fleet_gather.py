@@ -35,6 +35,7 @@ __all__ = [
     "classes_of",
     "count_blocks",
     "first_reads",
+    "FleetCounters",
     "gather_counters",
     "group_of",
     "host_intervals",
@@ -217,7 +218,7 @@ def _classes(samples: list[MetricSample]) -> dict[str, str]:
     return classes_of(samples, layout_of(samples))
 
 
-class _Counters(NamedTuple):
+class FleetCounters(NamedTuple):
     """The fleet's error counters, as columns (one row per sample, hosts in order), names by number in hosts,
     comps and keys: filtering, counting and ordering them is numpy's work, not a loop's."""
 
@@ -238,7 +239,7 @@ class _Counters(NamedTuple):
 
 
 def gather_counters(hosts_samples: Mapping[str, list[MetricSample]], intervals: Mapping[str, float] | None,
-            ) -> tuple[_Counters, dict[GroupKey, dict[tuple[str, str], MetricSample]]]:
+            ) -> tuple[FleetCounters, dict[GroupKey, dict[tuple[str, str], MetricSample]]]:
     """The capture's error counters (columns) and continuous rates by comparable group. Per host, the work is
     a cached layout's, a few C-level maps and the handful of class gauges, traffic counters and rates."""
     host_interval = host_intervals(hosts_samples, intervals)
@@ -287,7 +288,7 @@ def gather_counters(hosts_samples: Mapping[str, list[MetricSample]], intervals: 
     hosts = list(hosts_samples)
     host = np.repeat(np.arange(len(hosts)), per_host)
     delta, known, interval = _intervals(rows, host, np.array([host_interval.get(h, math.nan) for h in hosts], float))
-    return _Counters(rows, host, _concat(comps), _concat(groups), delta, known, interval, hosts, list(cid),
+    return FleetCounters(rows, host, _concat(comps), _concat(groups), delta, known, interval, hosts, list(cid),
                      list(gid), traffic_by_host, dups, dict(members), host_interval), continuous
 
 
@@ -319,7 +320,7 @@ def _intervals(rows: list[MetricSample], host: np.ndarray,
     return delta, known, interval
 
 
-def first_reads(c: _Counters, rows: np.ndarray) -> np.ndarray:
+def first_reads(c: FleetCounters, rows: np.ndarray) -> np.ndarray:
     """`rows` (positions in c, ascending) less the later reads of a counter read from two sources: the first row
     of each (host, component, group) wins."""
     if not c.dups:
@@ -328,7 +329,7 @@ def first_reads(c: _Counters, rows: np.ndarray) -> np.ndarray:
     return np.sort(rows[np.unique(place, return_index=True)[1]])
 
 
-def count_blocks(c: _Counters, min_group: int,
+def count_blocks(c: FleetCounters, min_group: int,
                   ) -> tuple[list[CountBlock], list[tuple[str, int]], set[str], int, dict[str, int]]:
     """Each group large enough to judge, tested: (blocks, small groups as (family, +-n), judged families, number
     of components in judged groups where nothing moved, and by family the number of components with error
@@ -368,7 +369,7 @@ def count_blocks(c: _Counters, min_group: int,
     return blocks, small, judged_families, untested, _family_members(c)
 
 
-def _count_block(c: _Counters, key: GroupKey, sel: np.ndarray, counts: np.ndarray) -> CountBlock:
+def _count_block(c: FleetCounters, key: GroupKey, sel: np.ndarray, counts: np.ndarray) -> CountBlock:
     """One judged group where something moved: its members by name, exposures and count test."""
     where = list(zip(c.host[sel].tolist(), c.comp[sel].tolist(), strict=True))
     order = [(c.hosts[h], c.comps[k]) for h, k in where]
@@ -391,7 +392,7 @@ def _ranks(names: list) -> np.ndarray:
     return out
 
 
-def _family_members(c: _Counters) -> dict[str, int]:
+def _family_members(c: FleetCounters) -> dict[str, int]:
     """By family, the number of (host, component) with some error counter that has a delta: the layouts' sums
     when every delta is known (always, for fleet_inputs' samples), else counted."""
     if c.known.all():
