@@ -299,3 +299,151 @@ def test_an_item_left_to_python_reads_the_whole_stream_in_python(host_streams, m
     monkeypatch.setattr(native, "index_items", lambda data, pos, *rest: (0, pos, 0))  # declines everything
     assert capture_scan._scan_native(data, PLAN) is None
     assert _recorded(capture_scan.scan_host, data) == want
+
+
+# ---- xml_tops: parsers/nvidia_smi.py's whole-document parse of `nvidia-smi -q -x` ----------------------------
+
+import xml.etree.ElementTree as ET  # noqa: E402
+
+from fabricase.parsers import nvidia_smi  # noqa: E402
+
+REAL_XML = sorted(p for p in (Path(__file__).parent / "fixtures/real").rglob("*")
+                  if p.is_file() and p.read_bytes().lstrip().startswith(b"<?xml") and b"<nvidia_smi_log" in
+                  p.read_bytes())
+
+
+def _tops_in_python(text: str, max_path: int) -> list[tuple] | None:
+    """What xml_tops stands in for: ElementTree's document element's children, each with _flatten_xml's leaves
+    for a <gpu>; None where ElementTree cannot parse the text."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None
+    out = []
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(nvidia_smi, "_MAX_PATH", max_path)
+        for element in root:
+            raw, cut = nvidia_smi._flatten_xml(element) if element.tag == "gpu" else (None, False)
+            out.append((element.tag, element.get("id"), element.text, raw, cut))
+    return out
+
+
+def _reports_alike(text: str) -> nvidia_smi.NvidiaSmiReport:
+    fast = nvidia_smi.parse_nvidia_smi_xml(text)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(native, "xml_tops", None)
+        slow = nvidia_smi.parse_nvidia_smi_xml(text)
+    assert fast == slow
+    return fast
+
+
+def _tops_alike(text: str, max_path: int, accepted: bool | None = None) -> None:
+    got = _native.xml_tops(text, "gpu", max_path)
+    want = _tops_in_python(text, max_path)
+    if got is not None:
+        assert want is not None and got == want
+        assert [list(raw) for *_, raw, _cut in got if raw] == [list(raw) for *_, raw, _cut in want if raw]  # order
+    if accepted is not None:
+        assert (got is not None) is accepted, text[:300]
+
+
+@pytest.mark.parametrize("path", REAL_XML, ids=lambda p: p.parent.name + "/" + p.name)
+def test_real_nvidia_smi_xml_reads_the_same_in_one_pass(path: Path):
+    text = path.read_text()
+    _tops_alike(text, nvidia_smi._MAX_PATH, accepted=True)  # what nvidia-smi writes is taken
+    report = _reports_alike(text)
+    assert report.gpus and all(g.bus_id for g in report.gpus)
+
+
+def test_the_hgx_hosts_report_reads_the_same(tmp_path):
+    from hosttrees.hosts import hgx_mlx5_host
+
+    root = hgx_mlx5_host(tmp_path / "root")
+    texts = [p.read_text() for p in root.rglob("*") if p.is_file() and b"<nvidia_smi_log" in p.read_bytes()]
+    assert texts
+    for text in texts:
+        _tops_alike(text, nvidia_smi._MAX_PATH, accepted=True)
+        assert len(_reports_alike(text).gpus) == 8
+
+
+_NAMES = st.sampled_from(["gpu", "a", "b_c", "x.y", "n-1", "product_name", "fabric", "state", "L" * 40, "gpux"])
+_TEXT = st.text(alphabet=st.sampled_from(list("abc XYZ 09.:/-_\t\n>=\"'")), max_size=12)
+_ATTR = st.one_of(st.none(), st.tuples(st.sampled_from(["id", "ver", "id2"]),
+                                       st.text(alphabet=st.sampled_from(list("0a:. >-")), max_size=8),
+                                       st.sampled_from(['"', "'"])))
+
+
+@st.composite
+def _element(draw, depth: int = 0) -> str:
+    name = draw(_NAMES)
+    attr = draw(_ATTR)
+    head = name + ("" if attr is None else f"{draw(st.sampled_from([' ', '  ', chr(10)]))}{attr[0]}"
+                   f"{draw(st.sampled_from(['=', ' = ']))}{attr[2]}{attr[1]}{attr[2]}")
+    head += draw(st.sampled_from(["", " ", "\n"]))
+    if draw(st.booleans()) and depth > 0 and draw(st.integers(0, 3)) == 0:
+        return f"<{head}/>"
+    children = draw(st.lists(_element(depth + 1), max_size=3)) if depth < 5 else []
+    parts = [draw(_TEXT)]
+    for child in children:
+        parts += [child, draw(_TEXT)]
+    return f"<{head}>{''.join(parts)}</{name}{draw(st.sampled_from(['', ' ', chr(10)]))}>"
+
+
+_PROLOG = st.sampled_from(["", '<?xml version="1.0" ?>\n', "<?xml version='1.0' encoding='UTF-8'?>",
+                           '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n',
+                           "<!DOCTYPE nvidia_smi_log>", '<?xml version="1.0" standalone="yes"?>'])
+
+
+@st.composite
+def _documents(draw) -> str:
+    tops = draw(st.lists(_element(1), max_size=4))
+    return f"{draw(_PROLOG)}<nvidia_smi_log>{''.join(tops)}</nvidia_smi_log>{draw(st.sampled_from(['', chr(10)]))}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_documents(), st.sampled_from([512, 60, 12, 3, 0]))
+def test_generated_plain_documents_are_taken_and_read_the_same(text, max_path):
+    _tops_alike(text, max_path, accepted=True)
+    _reports_alike(text)
+
+
+_HOSTILE = st.sampled_from([
+    "<!-- a comment -->", "<![CDATA[x<y]]>", "&amp;", "&#65;", "\r", "\r\n", "<?pi x?>", "\x00", "\x0b", "é",
+    "<a:b>", "</a:b>", " xmlns='urn:x'", ' b="1" c="2"', ' b="1"b="2"', "]]>", "<", ">", "</", "<1a>", "< a>",
+    "\ufeff", "<?xml version='1.0'?>", "<!DOCTYPE x [<!ENTITY e 'v'>]>", "\t", "", "'", '"', "=", "/>",
+])  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(_documents(), st.lists(st.tuples(_HOSTILE, st.integers(0, 10**6)), max_size=3),
+       st.integers(0, 10**6), st.booleans())
+def test_mutated_documents_read_the_same_or_are_declined(text, inserts, cut_at, cut):
+    for piece, at in inserts:
+        at %= len(text) + 1
+        text = text[:at] + piece + text[at:]
+    if cut:
+        text = text[: cut_at % (len(text) + 1)]
+    _tops_alike(text, nvidia_smi._MAX_PATH)
+    _reports_alike(text)
+
+
+@pytest.mark.parametrize("text", [
+    "", "   ", "<a>", "<a></b>", "<a/><b/>", "x<a/>", "<a/>x", "  <?xml version='1.0'?><a/>",
+    "<?xml version='1.1'?><a/>", "<?xml version='1.0' encoding='latin-1'?><a/>", "<a><gpu id='1' id='2'/></a>",
+    "<a>" + "<b>" * 300 + "</b>" * 300 + "</a>",
+])  # fmt: skip
+def test_edge_documents_read_the_same_or_are_declined(text):
+    _tops_alike(text, nvidia_smi._MAX_PATH)
+    _reports_alike(text)
+
+
+def test_xml_tops_is_linear_on_deep_and_long_inputs():
+    """Long names at the path's limit and a document of many leaves: one pass, whatever the shape."""
+    deep = "<r><gpu>" + "".join(f"<{'n' * 250}{i}>" for i in range(3)) + "<leaf>v</leaf>" + "".join(
+        f"</{'n' * 250}{i}>" for i in reversed(range(3))) + "</gpu></r>"
+    _tops_alike(deep, 512, accepted=True)
+    (_tag, _id, _body, raw, cut), = _native.xml_tops(deep, "gpu", 512)
+    assert raw == {} and cut  # the third name did not fit: its subtree left out, as _flatten_xml does
+    wide = "<r><gpu>" + "<x>1</x>" * 200_000 + "</gpu></r>"
+    (_tag, _id, _body, raw, cut), = _native.xml_tops(wide, "gpu", 512)
+    assert raw == {"x": "1"} and not cut

@@ -1,4 +1,4 @@
-/* fabricase._native: two hot loops of recording and analysis, in C.
+/* fabricase._native: hot loops of recording and analysis, in C.
 
    Optional. setup.py builds it where a C compiler and Python's headers are present; without it the same
    functions run in Python (fabricase.native says which is in use). Each function here does exactly what its
@@ -9,6 +9,7 @@
    - scan_items: the clean item frames of collectors/framing.py's scan_stream, from a position on.
    - index_items: capture_scan.scan_host's loop over those items (item paths, first read wins, the index's
      values per item and, built with OpenSSL's headers, each item's sha256).
+   - xml_tops: parsers/nvidia_smi.py's ElementTree parse and _flatten_xml of a plain `nvidia-smi -q -x` report.
 
    tests/test_native.py holds each equal to its Python original over real, generated and hostile inputs.
    Every loop is one pass over its input: linear time, bounded memory, no recursion. */
@@ -475,10 +476,335 @@ fail:
     return NULL;
 }
 
+
+/* ---- xml_tops ------------------------------------------------------------------------------------------- */
+
+/* parsers/nvidia_smi.py's reading of a whole `nvidia-smi -q -x` document (ElementTree.fromstring, then
+   _flatten_xml of each <gpu>), on the plain XML nvidia-smi writes: ASCII, an optional `<?xml version="1.0" ?>`
+   and `<!DOCTYPE name SYSTEM "...">`, elements with at most one attribute, text without entity references.
+   Anything else (a comment, CDATA, a processing instruction, an entity, a carriage return, a namespace, a
+   second attribute, a name with a colon, a mismatched or unclosed tag, nesting past XML_MAX_DEPTH) is declined:
+   None, and the Python code parses the document with its own errors. */
+
+#define XML_MAX_DEPTH 256
+#define XML_MAX_PATH 4096
+
+typedef struct {
+    const char *name;
+    Py_ssize_t len;
+    Py_ssize_t prefix;       /* where its name sits in the path (depth 2 and deeper) */
+    Py_ssize_t child_prefix; /* the path's length before a child's name */
+    const char *content;     /* just past the start tag */
+    const char *first_child; /* the '<' of the first child element; NULL while none */
+    int skipped;             /* no leaves recorded below (not a wanted element, or past the path's room) */
+} xml_frame;
+
+static int xml_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n'; }
+
+static int xml_name_start(unsigned char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
+
+static const char *xml_skip_space(const char *p, const char *end) {
+    while (p < end && xml_space((unsigned char)*p)) p++;
+    return p;
+}
+
+static int xml_starts(const char *p, const char *end, const char *word) {
+    size_t k = strlen(word);
+    return (size_t)(end - p) >= k && memcmp(p, word, k) == 0;
+}
+
+/* One pseudo-attribute of the XML declaration: ` name="value"` (or 'value'); the value's span. */
+static const char *xml_pseudo(const char *p, const char *end, const char *name, const char **v0, const char **v1) {
+    const char *q = xml_skip_space(p, end);
+    if (q == p || !xml_starts(q, end, name)) return NULL;
+    q = xml_skip_space(q + strlen(name), end);
+    if (q >= end || *q != '=') return NULL;
+    q = xml_skip_space(q + 1, end);
+    if (q >= end || (*q != '"' && *q != '\'')) return NULL;
+    const char quote = *q++;
+    *v0 = q;
+    while (q < end && *q != quote && *q != '<' && *q != '>') q++;
+    if (q >= end || *q != quote) return NULL;
+    *v1 = q;
+    return q + 1;
+}
+
+static int xml_equal_nocase(const char *a0, const char *a1, const char *word) {
+    size_t k = strlen(word);
+    if ((size_t)(a1 - a0) != k) return 0;
+    for (size_t i = 0; i < k; i++) {
+        char c = a0[i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (c != word[i]) return 0;
+    }
+    return 1;
+}
+
+/* `<?xml version="1.0" [encoding="UTF-8"] [standalone="yes|no"] ?>` from just past "<?xml"; past its "?>". */
+static const char *xml_decl(const char *p, const char *end) {
+    const char *v0, *v1, *q;
+    p = xml_pseudo(p, end, "version", &v0, &v1);
+    if (p == NULL || v1 - v0 != 3 || memcmp(v0, "1.0", 3) != 0) return NULL;
+    if ((q = xml_pseudo(p, end, "encoding", &v0, &v1)) != NULL) {
+        if (!xml_equal_nocase(v0, v1, "utf-8")) return NULL;
+        p = q;
+    }
+    if ((q = xml_pseudo(p, end, "standalone", &v0, &v1)) != NULL) {
+        if (!(v1 - v0 == 3 && memcmp(v0, "yes", 3) == 0) && !(v1 - v0 == 2 && memcmp(v0, "no", 2) == 0)) return NULL;
+        p = q;
+    }
+    p = xml_skip_space(p, end);
+    return xml_starts(p, end, "?>") ? p + 2 : NULL;
+}
+
+/* `<!DOCTYPE name [SYSTEM "literal"]>` from just past "<!DOCTYPE"; past its ">". */
+static const char *xml_doctype(const char *p, const char *end) {
+    const char *q = xml_skip_space(p, end);
+    if (q == p || q >= end || !xml_name_start((unsigned char)*q)) return NULL;
+    while (q < end && is_name_char((unsigned char)*q)) q++;
+    const char *r = xml_skip_space(q, end);
+    if (r > q && xml_starts(r, end, "SYSTEM")) {
+        q = xml_skip_space(r + 6, end);
+        if (q == r + 6 || q >= end || (*q != '"' && *q != '\'')) return NULL;
+        const char quote = *q++;
+        while (q < end && *q != quote && *q != '<' && *q != '>' && *q != '[') q++;
+        if (q >= end || *q != quote) return NULL;
+        r = xml_skip_space(q + 1, end);
+    }
+    return r < end && *r == '>' ? r + 1 : NULL;
+}
+
+/* str.strip() of ASCII text without control characters but tab and newline. */
+static PyObject *xml_stripped(const char *a, const char *b) {
+    while (a < b && xml_space((unsigned char)*a)) a++;
+    while (b > a && xml_space((unsigned char)b[-1])) b--;
+    return PyUnicode_FromStringAndSize(a, b - a);
+}
+
+PyDoc_STRVAR(xml_tops_doc,
+             "xml_tops(text, wanted, max_path) -> list | None\n\n"
+             "The children of the document element, each (tag, id attribute or None, text before its first child "
+             "or None, {path: stripped text} of the leaves below it or None, cut): the leaves only for elements "
+             "named `wanted`, as nvidia_smi._flatten_xml keys them (a name longer than the path's room left of "
+             "max_path leaves its subtree out and sets cut). None: declined (see above).");
+
+static PyObject *xml_tops(PyObject *self, PyObject *args) {
+    PyObject *text, *out = NULL, *leaves = NULL, *ident = NULL;
+    const char *wanted;
+    Py_ssize_t wanted_len, max_path;
+    char *path = NULL;
+    xml_frame *stack = NULL;
+    int depth = 0, root_done = 0, cut = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Us#n", &text, &wanted, &wanted_len, &max_path)) return NULL;
+    if (PyUnicode_READY(text) < 0) return NULL;
+    if (!PyUnicode_IS_ASCII(text) || max_path < 0 || max_path > XML_MAX_PATH) Py_RETURN_NONE;
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(text), *end = s + PyUnicode_GET_LENGTH(text);
+    for (const char *c = s; c < end; c++) {  /* control characters, entities, "]]>": the Python code's */
+        const unsigned char b = (unsigned char)*c;
+        if ((b < 0x20 && b != '\t' && b != '\n') || b == '&' || (b == '>' && c - s >= 2 && c[-1] == ']' && c[-2] == ']'))
+            Py_RETURN_NONE;
+    }
+    const char *p = s;  /* a declaration comes first or not at all */
+    if (xml_starts(p, end, "<?xml") && (p = xml_decl(p + 5, end)) == NULL) Py_RETURN_NONE;
+    p = xml_skip_space(p, end);
+    if (xml_starts(p, end, "<!DOCTYPE") && (p = xml_doctype(p + 9, end)) == NULL) Py_RETURN_NONE;
+    if ((out = PyList_New(0)) == NULL) return NULL;
+    path = PyMem_Malloc((size_t)max_path + 2);
+    stack = PyMem_Malloc(sizeof(xml_frame) * XML_MAX_DEPTH);
+    if (path == NULL || stack == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (;;) {
+        const char *lt = memchr(p, '<', (size_t)(end - p));
+        if (depth == 0) {  /* before or after the document element: white space only */
+            const char *w = xml_skip_space(p, lt ? lt : end);
+            if (w != (lt ? lt : end)) goto declined;
+            if (lt == NULL) {
+                if (!root_done) goto declined;
+                break;
+            }
+            if (root_done) goto declined;
+        } else if (lt == NULL) {
+            goto declined;  /* cut short: elements left open */
+        }
+        p = lt;
+        if (p + 1 >= end) goto declined;
+        if (p[1] == '!' || p[1] == '?') goto declined;
+        if (p[1] == '/') {  /* an end tag */
+            if (depth == 0) goto declined;
+            xml_frame *f = &stack[depth - 1];
+            const char *q = p + 2;
+            if ((size_t)(end - q) < (size_t)f->len || memcmp(q, f->name, (size_t)f->len) != 0) goto declined;
+            q = xml_skip_space(q + f->len, end);
+            if (q >= end || *q != '>') goto declined;
+            const char *content_end = p;
+            p = q + 1;
+            if (depth == 1) {
+                root_done = 1;
+            } else if (depth == 2) {
+                const char *t1 = f->first_child ? f->first_child : content_end;
+                PyObject *tag = PyUnicode_FromStringAndSize(f->name, f->len);
+                PyObject *body = t1 > f->content ? PyUnicode_FromStringAndSize(f->content, t1 - f->content)
+                                                 : Py_NewRef(Py_None);
+                PyObject *row = (tag && body) ? Py_BuildValue("(OOOON)", tag, ident ? ident : Py_None, body,
+                                                              leaves ? leaves : Py_None, PyBool_FromLong(cut))
+                                              : NULL;
+                Py_XDECREF(tag);
+                Py_XDECREF(body);
+                Py_CLEAR(ident);
+                Py_CLEAR(leaves);
+                if (row == NULL || PyList_Append(out, row) < 0) {
+                    Py_XDECREF(row);
+                    goto error;
+                }
+                Py_DECREF(row);
+            } else if (!f->skipped && f->first_child == NULL) {  /* a leaf below a wanted element */
+                PyObject *key = PyUnicode_FromStringAndSize(path, f->prefix + f->len);
+                PyObject *value = key ? xml_stripped(f->content, content_end) : NULL;
+                PyObject *kept = value ? PyDict_SetDefault(leaves, key, value) : NULL;  /* the first wins */
+                Py_XDECREF(key);
+                Py_XDECREF(value);
+                if (kept == NULL) goto error;
+            }
+            depth--;
+            continue;
+        }
+        /* a start tag: a name, at most one attribute, then ">" or "/>" */
+        const char *q = p + 1, *aname = NULL, *aval = NULL;
+        Py_ssize_t alen = 0, avlen = 0;
+        int self_closing = 0;
+        if (!xml_name_start((unsigned char)*q)) goto declined;
+        const char *name = q;
+        while (q < end && is_name_char((unsigned char)*q)) q++;
+        const Py_ssize_t nlen = q - name;
+        for (;;) {
+            const char *w = q;
+            q = xml_skip_space(q, end);
+            if (q >= end) goto declined;
+            if (*q == '>') {
+                q++;
+                break;
+            }
+            if (*q == '/') {
+                if (q + 1 >= end || q[1] != '>') goto declined;
+                q += 2;
+                self_closing = 1;
+                break;
+            }
+            if (q == w || aname != NULL || !xml_name_start((unsigned char)*q)) goto declined;
+            aname = q;
+            while (q < end && is_name_char((unsigned char)*q)) q++;
+            alen = q - aname;
+            if (alen >= 5 && memcmp(aname, "xmlns", 5) == 0) goto declined;
+            q = xml_skip_space(q, end);
+            if (q >= end || *q != '=') goto declined;
+            q = xml_skip_space(q + 1, end);
+            if (q >= end || (*q != '"' && *q != '\'')) goto declined;
+            const char quote = *q++;
+            aval = q;
+            while (q < end && *q != quote) {
+                if (*q == '<' || *q == '\t' || *q == '\n') goto declined;  /* an error, or normalized by expat */
+                q++;
+            }
+            if (q >= end) goto declined;
+            avlen = q - aval;
+            q++;
+        }
+        if (depth == XML_MAX_DEPTH) goto declined;
+        if (depth >= 1 && stack[depth - 1].first_child == NULL) stack[depth - 1].first_child = p;
+        xml_frame *f = &stack[depth];
+        f->name = name;
+        f->len = nlen;
+        f->content = q;
+        f->first_child = NULL;
+        f->prefix = f->child_prefix = 0;
+        if (depth == 0) {
+            if (root_done) goto declined;
+            f->skipped = 1;
+        } else if (depth == 1) {
+            const int is_wanted = nlen == wanted_len && memcmp(name, wanted, (size_t)nlen) == 0;
+            f->skipped = !is_wanted;
+            cut = 0;
+            if (aname != NULL && alen == 2 && memcmp(aname, "id", 2) == 0 &&
+                (ident = PyUnicode_FromStringAndSize(aval, avlen)) == NULL)
+                goto error;
+            if (is_wanted && (leaves = PyDict_New()) == NULL) goto error;
+        } else {
+            xml_frame *parent = &stack[depth - 1];
+            if (parent->skipped) {
+                f->skipped = 1;
+            } else if (nlen > max_path - parent->child_prefix) {
+                f->skipped = 1;
+                cut = 1;
+            } else {
+                if (depth >= 3) path[parent->prefix + parent->len] = '/';
+                f->skipped = 0;
+                f->prefix = parent->child_prefix;
+                f->child_prefix = f->prefix + nlen + 1;
+                memcpy(path + f->prefix, name, (size_t)nlen);
+            }
+        }
+        depth++;
+        p = q;
+        if (self_closing) {
+            f = &stack[depth - 1];
+            const char *content_end = q;
+            /* the same closing as an end tag's, with no content */
+            if (depth == 1) {
+                root_done = 1;
+                depth--;
+                continue;
+            }
+            if (depth == 2) {
+                PyObject *tag = PyUnicode_FromStringAndSize(f->name, f->len);
+                PyObject *row = tag ? Py_BuildValue("(OOOON)", tag, ident ? ident : Py_None, Py_None,
+                                                    leaves ? leaves : Py_None, PyBool_FromLong(cut))
+                                    : NULL;
+                Py_XDECREF(tag);
+                Py_CLEAR(ident);
+                Py_CLEAR(leaves);
+                if (row == NULL || PyList_Append(out, row) < 0) {
+                    Py_XDECREF(row);
+                    goto error;
+                }
+                Py_DECREF(row);
+            } else if (!f->skipped) {
+                PyObject *key = PyUnicode_FromStringAndSize(path, f->prefix + f->len);
+                PyObject *value = key ? xml_stripped(content_end, content_end) : NULL;
+                PyObject *kept = value ? PyDict_SetDefault(leaves, key, value) : NULL;
+                Py_XDECREF(key);
+                Py_XDECREF(value);
+                if (kept == NULL) goto error;
+            }
+            depth--;
+        }
+    }
+    PyMem_Free(path);
+    PyMem_Free(stack);
+    return out;
+declined:
+    PyMem_Free(path);
+    PyMem_Free(stack);
+    Py_XDECREF(out);
+    Py_XDECREF(leaves);
+    Py_XDECREF(ident);
+    Py_RETURN_NONE;
+error:
+    PyMem_Free(path);
+    PyMem_Free(stack);
+    Py_XDECREF(out);
+    Py_XDECREF(leaves);
+    Py_XDECREF(ident);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"plain_counters", plain_counters, METH_VARARGS, plain_counters_doc},
     {"scan_items", scan_items, METH_VARARGS, scan_items_doc},
     {"index_items", index_items, METH_VARARGS, index_items_doc},
+    {"xml_tops", xml_tops, METH_VARARGS, xml_tops_doc},
     {NULL, NULL, 0, NULL},
 };
 

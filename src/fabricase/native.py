@@ -1,8 +1,9 @@
 """The optional C extension, fabricase._native, and whether it is in use.
 
-Three hot loops have a C version (src/fabricase/_native.c): the plain `ethtool -S` table (parsers.ethtool), the
-clean item frames of a capture stream (collectors.framing), and the recording of those items into the capture
-index (capture_scan; built with OpenSSL's headers, it hashes them too). Each is exact: it returns what the Python
+Four hot loops have a C version (src/fabricase/_native.c): the plain `ethtool -S` table (parsers.ethtool), the
+clean item frames of a capture stream (collectors.framing), the recording of those items into the capture index
+(capture_scan; built with OpenSSL's headers, it hashes them too), and the plain `nvidia-smi -q -x` report
+(parsers.nvidia_smi). Each is exact: it returns what the Python
 original returns, or declines (None, NotImplemented, or stopping early) and the Python code reads that input
 itself, with its own errors. setup.py builds the extension where a C compiler and Python's headers are present;
 without it, or with FABRICASE_NO_NATIVE=1 in the environment (benchmarks compare the two), the Python versions
@@ -15,7 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HASHES", "IN_USE", "describe", "index_items", "plain_counters", "scan_items"]
+__all__ = ["HASHES", "IN_USE", "describe", "index_items", "plain_counters", "scan_items", "xml_tops"]
 
 
 def _load() -> tuple[Any, str]:
@@ -41,4 +42,5 @@ plain_counters: Callable[..., Any] | None = _MODULE.plain_counters if IN_USE els
 scan_items: Callable[[bytes, int, int], tuple[list[tuple[int, bytes, str, int, int]], int]] | None = (
     _MODULE.scan_items if IN_USE else None)
 index_items: Callable[..., tuple[int, int, int]] | None = _MODULE.index_items if IN_USE else None
+xml_tops: Callable[[str, str, int], list[tuple] | None] | None = _MODULE.xml_tops if IN_USE else None
 HASHES: bool = IN_USE and bool(_MODULE.HASHES)  # index_items hashes each item (built with OpenSSL)

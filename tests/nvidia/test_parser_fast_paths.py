@@ -59,6 +59,7 @@ def _pull_report(text: str, monkeypatch: pytest.MonkeyPatch) -> nvidia_smi.Nvidi
 
     with monkeypatch.context() as m:
         m.setattr(nvidia_smi.ET, "fromstring", no_whole_parse)
+        m.setattr(nvidia_smi.native, "xml_tops", None)  # and not the C extension's whole parse either
         return parse_nvidia_smi_xml(text)
 
 

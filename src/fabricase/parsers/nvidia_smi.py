@@ -13,6 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from fabricase import native
 from fabricase.parsers.numbers import to_float, to_int
 
 __all__ = [
@@ -370,9 +371,13 @@ _XML_TOP = {"timestamp": "Timestamp", "driver_version": "Driver Version", "cuda_
 
 def _gpu_from_xml(index: int, element: ET.Element, errors: list[str]) -> GpuInfo:
     raw, cut = _flatten_xml(element)
+    return _gpu_from_raw(index, raw, cut, element.get("id"), errors)
+
+
+def _gpu_from_raw(index: int, raw: dict[str, str], cut: bool, element_id: str | None, errors: list[str]) -> GpuInfo:
     if cut:
         errors.append(f"XML: GPU {index}: elements nested past {_MAX_PATH} characters of path left out")
-    gpu = GpuInfo(index, normalize_pci(raw.get("pci/pci_bus_id")) or normalize_pci(element.get("id")), raw=raw)
+    gpu = GpuInfo(index, normalize_pci(raw.get("pci/pci_bus_id")) or normalize_pci(element_id), raw=raw)
     _fill(gpu, raw, (_XML_FIELDS, _XML_INTS, _XML_FLAGS, _XML_FLOATS))
     gpu.ecc = _ecc(raw, "ecc_errors/", "/")
     gpu.fabric = _fabric(raw, "fabric/", ("state", "status", "cliqueId", "clusterUuid"))
@@ -461,6 +466,15 @@ def parse_nvidia_smi_xml(text: str | None) -> NvidiaSmiReport:
     except UnicodeEncodeError:  # bytes that were not UTF-8 (surrogates after a lossless decode): expat needs UTF-8
         text = text.encode("utf-8", "replace").decode("utf-8")
         report.errors.append("XML: bytes that are not UTF-8 read as '?'")
+    tops = native.xml_tops(text, "gpu", _MAX_PATH) if native.xml_tops is not None else None
+    if tops is not None:  # C: the plain document nvidia-smi writes, in one pass (fabricase._native)
+        for tag, element_id, body, raw, cut in tops:
+            if tag == "gpu":
+                report.gpus.append(_gpu_from_raw(len(report.gpus), raw, cut, element_id, report.errors))
+            elif tag in _XML_TOP:
+                _top_level(report, _XML_TOP[tag], body)
+        _check_count(report)
+        return report
     for element in _top_elements(text, report.errors):
         if element.tag == "gpu":
             report.gpus.append(_gpu_from_xml(len(report.gpus), element, report.errors))
