@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import gc
 import multiprocessing
 import os
 import shutil
@@ -262,6 +263,12 @@ class _Recorder:
         with self.room:
             self.in_flight -= size
             self.room.notify_all()
+        if self.analyze:
+            # The host's outcome, just loaded here (about 2,500 objects), stays until the fleet step: into the
+            # collector's permanent generation with the rest of this process's heap, rather than walked by
+            # every young collection until it is old (1,024 HGX hosts: 0.8 s of this process's CPU). Nothing
+            # is lost: close() unfreezes, and a cycle frozen meanwhile is collected after.
+            gc.freeze()
 
     def close(self) -> None:
         """Wait for every host to be written; a worker's error surfaces here."""
@@ -273,6 +280,8 @@ class _Recorder:
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
+            if self.analyze:
+                gc.unfreeze()
 
 
 def collect(targets: Targets, opts: CollectOptions, out_dir: Path,
