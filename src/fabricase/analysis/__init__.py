@@ -34,6 +34,7 @@ __all__ = [
     "findings_from_json",
     "findings_to_json",
     "host_samples",
+    "import_fleet_step",
     "prepare_host",
     "sort_findings",
 ]

@@ -39,7 +39,8 @@ def _unit(metric: str) -> str:
     return "packets"
 
 
-def _counter(hc: HostCapture, items: HostItems, interface: str, metric: str, source: str) -> MetricSample:
+def _counter(hc: HostCapture, items: HostItems, interface: str, metric: str, source: str,
+             interval: float | None) -> MetricSample:
     v0 = parse_sysfs_int(items.text(source, 0))
     v1 = parse_sysfs_int(items.text(source, 1))
     line_gbps = None  # -1, absent or a software interface (veth "10000" moves more): the rate is not bounded
@@ -47,7 +48,7 @@ def _counter(hc: HostCapture, items: HostItems, interface: str, metric: str, sou
         speed = f"{NET_ROOT}{interface}/speed"
         mbps = parse_sysfs_int(items.text(speed, 1) or items.text(speed))
         line_gbps = mbps / 1000 if mbps and mbps > 0 else None
-    d = counter_delta(v0, v1, hc.interval_s, max_rate=physical_max_rate(_unit(metric), line_gbps))
+    d = counter_delta(v0, v1, interval, max_rate=physical_max_rate(_unit(metric), line_gbps))
     return MetricSample(
         host=hc.host,
         component=f"netdev:{interface}",
@@ -107,9 +108,10 @@ def netdev_samples(hc: HostCapture) -> list[MetricSample]:
         else:
             by_interface.setdefault(interface, {})
     samples: list[MetricSample] = []
+    interval = hc.interval_s  # a property that works the interval out on each read
     for interface in sorted(by_interface):
         counters = by_interface[interface]
         for metric in sorted(counters):
-            samples.append(_counter(hc, items, interface, metric, counters[metric]))
+            samples.append(_counter(hc, items, interface, metric, counters[metric], interval))
         samples.extend(_gauges(hc, items, interface))
     return samples

@@ -59,7 +59,8 @@ def _sysfs_devices(items: HostItems) -> dict[str, dict[str, str]]:
     return devices
 
 
-def _sysfs_samples(hc: HostCapture, items: HostItems, bdf: str, attrs: dict[str, str]) -> list[MetricSample]:
+def _sysfs_samples(hc: HostCapture, items: HostItems, bdf: str, attrs: dict[str, str],
+                   interval: float | None) -> list[MetricSample]:
     component, out = f"pcie:{bdf}", []
     for attr, metric, parse, unit in _LINK:
         if attr in attrs:
@@ -69,7 +70,7 @@ def _sysfs_samples(hc: HostCapture, items: HostItems, bdf: str, attrs: dict[str,
         if attr in attrs:
             t0, t1 = items.text(attrs[attr], 0), items.text(attrs[attr], 1)
             v0, v1 = _aer_total(t0), _aer_total(t1)
-            d = counter_delta(v0, v1, hc.interval_s)
+            d = counter_delta(v0, v1, interval)
             out.append(MetricSample(hc.host, component, metric, v1 if v1 is not None else v0, "errors", attrs[attr],
                                     d.delta, d.rate, d.note))
     return out
@@ -97,12 +98,13 @@ def samples(hc: HostCapture) -> list[MetricSample]:
     items = HostItems(hc)
     out: list[MetricSample] = []
     seen: set[str] = set()
+    interval = hc.interval_s  # a property that works the interval out on each read
     for bdf, attrs in sorted(_sysfs_devices(items).items()):
         code = parse_pci_class(items.text(attrs["class"])) if "class" in attrs else None
         if is_fabric_class(code):
             seen.add(bdf)
             out.append(MetricSample(hc.host, f"pcie:{bdf}", "pcie.class_code", code, "class", attrs["class"]))
-            out += _sysfs_samples(hc, items, bdf, attrs)
+            out += _sysfs_samples(hc, items, bdf, attrs, interval)
     for bdf, dev in sorted(parse_lspci_vvv(items.text(LSPCI)).devices.items()):
         code = dev.class_code << 8 if dev.class_code is not None else _LSPCI_CLASSES.get(dev.class_name)
         if bdf in seen or not is_fabric_class(code):
