@@ -234,6 +234,11 @@ class _Recorder:
         if hosts >= self.PARALLEL_FROM and workers > 1:
             # spawn, not fork: the transport's threads are running.
             self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            # Each submit to a pool with no idle worker starts one: all of them now, while this process is small
+            # (a new process counts its parent's pages until it runs its own program; once the fleet step's
+            # modules were imported here, each worker's peak read 140 MiB for its 60).
+            for _ in range(workers):
+                self.pool.submit(int)
             debug("recording: %s in %d worker processes%s", host_count(hosts), workers,
                   ", each host analyzed as it is written" if analyze else "")
         else:

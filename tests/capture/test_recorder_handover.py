@@ -9,6 +9,8 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 
+import pytest
+
 from fabricase import capture_write, pipeline
 from fabricase.capturedir import load_capture
 from fabricase.collectors import select_collectors
@@ -100,3 +102,23 @@ def test_a_stream_that_cannot_be_stored_goes_through_the_pipe(tmp_path: Path):
     assert args[1].stdout == STREAM and args[-1] is None and recorder.in_flight == len(STREAM)
     pool.finish()
     assert recorder.in_flight == 0
+
+
+def test_the_recording_workers_start_before_this_process_grows(tmp_path: Path):
+    """Each submit to a pool without an idle worker starts one, and a new process counts its parent's pages
+    until it runs its own program: the workers started as the first hosts came back, after collect had imported
+    the fleet step's modules, and bench_fleet read 140 MiB as the largest worker's peak for its 60 MiB. They
+    are all started when the recorder is made."""
+    import multiprocessing
+    import os
+
+    workers = min(os.cpu_count() or 1, 8)
+    if workers < 2:
+        pytest.skip("one core: the recorder writes in this process")
+    before = set(multiprocessing.active_children())
+    recorder = pipeline._Recorder(_root(tmp_path, ["gpu01"]), PLAN, "fake", pipeline._Recorder.PARALLEL_FROM,
+                                  capture_write.WRITTEN_VERSION)
+    try:
+        assert len(set(multiprocessing.active_children()) - before) == workers
+    finally:
+        recorder.close()
