@@ -217,3 +217,34 @@ def test_a_stage_with_nothing_to_test_says_why(tmp_path):
     assert lines[0] == "nothing was tested"
     assert "not run: rdma: no RDMA rail on every host (capture) and none given (--rdma-device)" in " ".join(
         " ".join(lines).split())
+
+
+def _ran(figures: dict[tuple[str, str], float]):
+    """Ring tests of ib_write_bw that ran to their end with these figures (Gb/s), as the run holds them."""
+    from probe.test_probe_analysis import pair_output
+
+    from fabricase.probe.exec import Outcome
+    from fabricase.probe.model import ProbeTest
+
+    out = []
+    for n, ((server, client), gbps) in enumerate(figures.items()):
+        test = ProbeTest(f"r1-ib_write_bw-{n:02d}", "ib_write_bw", "pairs", 1, (server, client), rail=0,
+                         devices=("mlx5_0", "mlx5_0"))
+        out.append((test, Outcome(client, "ok", 0, pair_output(test, gbps).encode(), b"", 5.0, "2026-12-04T00:00Z")))
+    return out
+
+
+def test_only_the_pairs_slow_among_a_fabric_below_its_expected_rate_run_again():
+    """Every pair below 90% of the expected 400 Gb/s (a fabric slower than its ports, a wrong --expect-gbps): the
+    analysis then judges the pairs against one another, and the run ran every pair a second time."""
+    from fabricase.probe.stages import _slow_figures
+
+    hosts = [f"probe-h{i}" for i in range(1, 9)]
+    ring = {(hosts[i], hosts[(i + 1) % 8]): (60.0 if "probe-h7" in (hosts[i], hosts[(i + 1) % 8]) else 300.0)
+            for i in range(8)}
+    again = _slow_figures(_ran(ring), 400.0)
+    assert sorted(t.hosts for t in again) == [("probe-h6", "probe-h7"), ("probe-h7", "probe-h8")]
+    assert _slow_figures(_ran(dict.fromkeys(ring, 300.0)), 400.0) == []  # alike: none stands out
+    # Above the expected rate but one: that one, as before.
+    fine = {pair: 390.0 for pair in ring} | {("probe-h1", "probe-h2"): 200.0}
+    assert [t.hosts for t in _slow_figures(_ran(fine), 400.0)] == [("probe-h1", "probe-h2")]

@@ -85,10 +85,15 @@ def _pair_gbps(test: ProbeTest, out: Outcome | None) -> float | None:
 
 def _slow_figures(ran: list[tuple[ProbeTest, Outcome | None]], expected: object) -> list[ProbeTest]:
     """The tests whose figure was slow (judge.slow_pairs, as the analysis judges them). A test without a figure
-    (failed, hung, could not run) is not run again: that is its own finding, and a hang costs the whole limit."""
+    (failed, hung, could not run) is not run again: that is its own finding, and a hang costs the whole limit.
+    When every test is below the expected rate (a fabric slower than its ports, a wrong --expect-gbps), the
+    analysis judges the pairs against one another (analysis.probe._pair_flags), and so only the pairs slow
+    among them run again: every pair once more would double the ring's time for nothing."""
     values = [_pair_gbps(t, out) for t, out in ran]
     rate = float(expected) if isinstance(expected, (int, float)) and not isinstance(expected, bool) else None
     flags = judge.slow_pairs(values, rate)
+    if rate is not None and flags and all(flags) and len({h for t, _ in ran for h in t.hosts}) >= 3:
+        flags = judge.slow_pairs(values)
     return [t for (t, _), value, slow in zip(ran, values, flags, strict=True) if slow and value is not None]
 
 
