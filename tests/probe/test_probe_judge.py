@@ -1,6 +1,6 @@
 """The one rule for "slow" that the bisection and the analysis share (fabricase.probe.judge)."""
 
-from fabricase.probe.judge import slow_pairs, slow_sets
+from fabricase.probe.judge import again_pairs, slow_pairs, slow_sets
 
 
 def test_against_an_expected_figure_90_percent_passes():
@@ -29,3 +29,13 @@ def test_alike_sets_are_not_slow_and_no_figure_is():
 def test_pairs_against_their_median():
     values = [4.9, 4.9, 0.019, 4.6, 3.8, 4.9, 0.019, 6.8]
     assert slow_pairs(values) == [v < 1 for v in values]
+
+
+def test_the_pairs_run_again_are_those_the_analysis_calls_slow():
+    assert again_pairs([390.0, 200.0, None], 400.0, 4) == [False, True, False]  # no figure: not run again
+    # Every pair below the expected rate: judged against one another, as the analysis then does.
+    assert again_pairs([300.0, 301.0, 60.0, 299.0], 400.0, 4) == [False, False, True, False]
+    assert again_pairs([300.0, 301.0, 299.0], 400.0, 4) == [False, False, False]
+    # Two hosts are one pair: against the expected rate still (the analysis names both hosts then).
+    assert again_pairs([300.0, 301.0], 400.0, 2) == [True, True]
+    assert again_pairs([4.9, 0.019, 4.6], None, 3) == [False, True, False]

@@ -221,10 +221,9 @@ def test_a_stage_with_nothing_to_test_says_why(tmp_path):
 
 def _ran(figures: dict[tuple[str, str], float]):
     """Ring tests of ib_write_bw that ran to their end with these figures (Gb/s), as the run holds them."""
-    from probe.test_probe_analysis import pair_output
-
     from fabricase.probe.exec import Outcome
     from fabricase.probe.model import ProbeTest
+    from probe.test_probe_analysis import pair_output
 
     out = []
     for n, ((server, client), gbps) in enumerate(figures.items()):

@@ -45,13 +45,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from fabricase.probe import judge
 
-__all__ = ["CONCLUSIONS", "ROLES", "Bisection", "BisectionOutcome", "SetRun", "pair_rounds", "partners"]
+__all__ = ["CONCLUSIONS", "ROLES", "Bisection", "BisectionOutcome", "SetRun", "disjoint_rounds", "pair_rounds",
+           "partners"]
 
 CONCLUSIONS = ("not-slow", "slow-hosts", "no-subset-slow", "inconclusive")
 ROLES = ("collective", "pair", "confirm", "control")  # a halving set, a suspect paired with a known-good host, the
@@ -104,6 +105,24 @@ def pair_rounds(hosts: Sequence[str], *, switch_of: Mapping[str, str] | None = N
     if switch_of is None or per_switch is None:
         return rounds
     return [sub for rnd in rounds for sub in _split_by_switch(rnd, switch_of, per_switch)]
+
+
+T = TypeVar("T")
+
+
+def disjoint_rounds(tests: Sequence[T], key: Callable[[T], Sequence[str]]) -> list[list[T]]:
+    """`tests` in rounds where no host (key(test): its hosts) is in two tests of a round (first fit, in order):
+    the pairs run a second time after the ring."""
+    rounds: list[tuple[set[str], list[T]]] = []
+    for t in tests:
+        hosts = set(key(t))
+        room = next((r for r in rounds if not r[0] & hosts), None)
+        if room is None:
+            rounds.append((set(), []))
+            room = rounds[-1]
+        room[0].update(hosts)
+        room[1].append(t)
+    return [r[1] for r in rounds]
 
 
 def partners(rounds: Sequence[Sequence[tuple[str, str]]]) -> dict[str, set[str]]:

@@ -15,7 +15,7 @@ from fabricase.probe import judge
 from fabricase.probe.exec import Outcome
 from fabricase.probe.facts import HostFacts, common_rails
 from fabricase.probe.model import ProbeTest
-from fabricase.probe.plan import Bisection, pair_rounds
+from fabricase.probe.plan import Bisection, disjoint_rounds, pair_rounds
 
 if TYPE_CHECKING:
     from fabricase.probe.run import Probe
@@ -64,7 +64,7 @@ def _run_pair_rounds(probe: Probe, rounds: list[list[tuple[str, str]]],
         tests = [test(n, server, client) for n, (server, client) in enumerate(pairs)]
         outcomes = probe.run_pairs(tests)
         ran += [(t, outcomes.get(t.id)) for t in tests]
-    again = _disjoint_rounds(_slow_figures(ran, probe.expected.get(expected_key)))
+    again = disjoint_rounds(_slow_figures(ran, probe.expected.get(expected_key)), key=lambda t: t.hosts)
     for n_round, firsts in enumerate(again):
         if probe.halted(probe.opts.duration_s + 5):
             probe.not_started(sum(len(r) for r in again[n_round:]))
@@ -84,30 +84,11 @@ def _pair_gbps(test: ProbeTest, out: Outcome | None) -> float | None:
 
 
 def _slow_figures(ran: list[tuple[ProbeTest, Outcome | None]], expected: object) -> list[ProbeTest]:
-    """The tests whose figure was slow (judge.slow_pairs, as the analysis judges them). A test without a figure
-    (failed, hung, could not run) is not run again: that is its own finding, and a hang costs the whole limit.
-    When every test is below the expected rate (a fabric slower than its ports, a wrong --expect-gbps), the
-    analysis judges the pairs against one another (analysis.probe._pair_flags), and so only the pairs slow
-    among them run again: every pair once more would double the ring's time for nothing."""
+    """The tests that run once more (judge.again_pairs: their figure was slow as the analysis judges it)."""
     values = [_pair_gbps(t, out) for t, out in ran]
     rate = float(expected) if isinstance(expected, (int, float)) and not isinstance(expected, bool) else None
-    flags = judge.slow_pairs(values, rate)
-    if rate is not None and flags and all(flags) and len({h for t, _ in ran for h in t.hosts}) >= 3:
-        flags = judge.slow_pairs(values)
-    return [t for (t, _), value, slow in zip(ran, values, flags, strict=True) if slow and value is not None]
-
-
-def _disjoint_rounds(tests: list[ProbeTest]) -> list[list[ProbeTest]]:
-    """`tests` in rounds where no host is in two tests (first fit, in order)."""
-    rounds: list[tuple[set[str], list[ProbeTest]]] = []
-    for t in tests:
-        room = next((r for r in rounds if not r[0] & set(t.hosts)), None)
-        if room is None:
-            rounds.append((set(), []))
-            room = rounds[-1]
-        room[0].update(t.hosts)
-        room[1].append(t)
-    return [r[1] for r in rounds]
+    flags = judge.again_pairs(values, rate, len({h for t, _ in ran for h in t.hosts}))
+    return [t for (t, _), again in zip(ran, flags, strict=True) if again]
 
 
 def _stage_rdma(probe: Probe) -> None:
