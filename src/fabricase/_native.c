@@ -588,13 +588,56 @@ PyDoc_STRVAR(xml_tops_doc,
              "named `wanted`, as nvidia_smi._flatten_xml keys them (a name longer than the path's room left of "
              "max_path leaves its subtree out and sets cut). None: declined (see above).");
 
+/* What xml_tops builds as it reads: its rows, and the element of the document element's open now. */
+typedef struct {
+    PyObject *out;    /* the rows so far */
+    PyObject *leaves; /* the open wanted element's {path: text}, else NULL */
+    PyObject *ident;  /* the open element's id attribute, else NULL */
+    char *path;       /* the open element's path below the wanted element (max_path + 2 bytes) */
+    int cut;          /* a name past the path's room was left out below the open element */
+    int root_done;    /* the document element is closed */
+} xml_state;
+
+/* Close the element `f` at `depth` (1: the document element), its content ending at content_end (an end tag's
+   "<", or the content's start for "<name/>"): a child of the document element becomes its row, a leaf below a
+   wanted element its path and stripped text (the first of a path wins). 0, or -1 with an exception set. */
+static int xml_close(xml_state *st, const xml_frame *f, int depth, const char *content_end) {
+    if (depth == 1) {
+        st->root_done = 1;
+        return 0;
+    }
+    if (depth == 2) {
+        const char *t1 = f->first_child ? f->first_child : content_end;
+        PyObject *tag = PyUnicode_FromStringAndSize(f->name, f->len);
+        PyObject *body = t1 > f->content ? PyUnicode_FromStringAndSize(f->content, t1 - f->content)
+                                         : Py_NewRef(Py_None);
+        PyObject *row = (tag && body) ? Py_BuildValue("(OOOON)", tag, st->ident ? st->ident : Py_None, body,
+                                                      st->leaves ? st->leaves : Py_None, PyBool_FromLong(st->cut))
+                                      : NULL;
+        Py_XDECREF(tag);
+        Py_XDECREF(body);
+        Py_CLEAR(st->ident);
+        Py_CLEAR(st->leaves);
+        const int failed = row == NULL || PyList_Append(st->out, row) < 0;
+        Py_XDECREF(row);
+        return failed ? -1 : 0;
+    }
+    if (f->skipped || f->first_child != NULL) return 0;  /* not a leaf below a wanted element */
+    PyObject *key = PyUnicode_FromStringAndSize(st->path, f->prefix + f->len);
+    PyObject *value = key ? xml_stripped(f->content, content_end) : NULL;
+    PyObject *kept = value ? PyDict_SetDefault(st->leaves, key, value) : NULL;
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    return kept == NULL ? -1 : 0;
+}
+
 static PyObject *xml_tops(PyObject *self, PyObject *args) {
-    PyObject *text, *out = NULL, *leaves = NULL, *ident = NULL;
+    PyObject *text;
     const char *wanted;
     Py_ssize_t wanted_len, max_path;
-    char *path = NULL;
+    xml_state st = {NULL, NULL, NULL, NULL, 0, 0};
     xml_frame *stack = NULL;
-    int depth = 0, root_done = 0, cut = 0;
+    int depth = 0;
     (void)self;
     if (!PyArg_ParseTuple(args, "Us#n", &text, &wanted, &wanted_len, &max_path)) return NULL;
     if (PyUnicode_READY(text) < 0) return NULL;
@@ -609,10 +652,10 @@ static PyObject *xml_tops(PyObject *self, PyObject *args) {
     if (xml_starts(p, end, "<?xml") && (p = xml_decl(p + 5, end)) == NULL) Py_RETURN_NONE;
     p = xml_skip_space(p, end);
     if (xml_starts(p, end, "<!DOCTYPE") && (p = xml_doctype(p + 9, end)) == NULL) Py_RETURN_NONE;
-    if ((out = PyList_New(0)) == NULL) return NULL;
-    path = PyMem_Malloc((size_t)max_path + 2);
+    if ((st.out = PyList_New(0)) == NULL) return NULL;
+    st.path = PyMem_Malloc((size_t)max_path + 2);
     stack = PyMem_Malloc(sizeof(xml_frame) * XML_MAX_DEPTH);
-    if (path == NULL || stack == NULL) {
+    if (st.path == NULL || stack == NULL) {
         PyErr_NoMemory();
         goto error;
     }
@@ -622,10 +665,10 @@ static PyObject *xml_tops(PyObject *self, PyObject *args) {
             const char *w = xml_skip_space(p, lt ? lt : end);
             if (w != (lt ? lt : end)) goto declined;
             if (lt == NULL) {
-                if (!root_done) goto declined;
+                if (!st.root_done) goto declined;
                 break;
             }
-            if (root_done) goto declined;
+            if (st.root_done) goto declined;
         } else if (lt == NULL) {
             goto declined;  /* cut short: elements left open */
         }
@@ -634,40 +677,13 @@ static PyObject *xml_tops(PyObject *self, PyObject *args) {
         if (p[1] == '!' || p[1] == '?') goto declined;
         if (p[1] == '/') {  /* an end tag */
             if (depth == 0) goto declined;
-            xml_frame *f = &stack[depth - 1];
+            const xml_frame *f = &stack[depth - 1];
             const char *q = p + 2;
             if ((size_t)(end - q) < (size_t)f->len || memcmp(q, f->name, (size_t)f->len) != 0) goto declined;
             q = xml_skip_space(q + f->len, end);
             if (q >= end || *q != '>') goto declined;
-            const char *content_end = p;
+            if (xml_close(&st, f, depth, p) < 0) goto error;
             p = q + 1;
-            if (depth == 1) {
-                root_done = 1;
-            } else if (depth == 2) {
-                const char *t1 = f->first_child ? f->first_child : content_end;
-                PyObject *tag = PyUnicode_FromStringAndSize(f->name, f->len);
-                PyObject *body = t1 > f->content ? PyUnicode_FromStringAndSize(f->content, t1 - f->content)
-                                                 : Py_NewRef(Py_None);
-                PyObject *row = (tag && body) ? Py_BuildValue("(OOOON)", tag, ident ? ident : Py_None, body,
-                                                              leaves ? leaves : Py_None, PyBool_FromLong(cut))
-                                              : NULL;
-                Py_XDECREF(tag);
-                Py_XDECREF(body);
-                Py_CLEAR(ident);
-                Py_CLEAR(leaves);
-                if (row == NULL || PyList_Append(out, row) < 0) {
-                    Py_XDECREF(row);
-                    goto error;
-                }
-                Py_DECREF(row);
-            } else if (!f->skipped && f->first_child == NULL) {  /* a leaf below a wanted element */
-                PyObject *key = PyUnicode_FromStringAndSize(path, f->prefix + f->len);
-                PyObject *value = key ? xml_stripped(f->content, content_end) : NULL;
-                PyObject *kept = value ? PyDict_SetDefault(leaves, key, value) : NULL;  /* the first wins */
-                Py_XDECREF(key);
-                Py_XDECREF(value);
-                if (kept == NULL) goto error;
-            }
             depth--;
             continue;
         }
@@ -721,82 +737,54 @@ static PyObject *xml_tops(PyObject *self, PyObject *args) {
         f->first_child = NULL;
         f->prefix = f->child_prefix = 0;
         if (depth == 0) {
-            if (root_done) goto declined;
+            if (st.root_done) goto declined;
             f->skipped = 1;
         } else if (depth == 1) {
             const int is_wanted = nlen == wanted_len && memcmp(name, wanted, (size_t)nlen) == 0;
             f->skipped = !is_wanted;
-            cut = 0;
+            st.cut = 0;
             if (aname != NULL && alen == 2 && memcmp(aname, "id", 2) == 0 &&
-                (ident = PyUnicode_FromStringAndSize(aval, avlen)) == NULL)
+                (st.ident = PyUnicode_FromStringAndSize(aval, avlen)) == NULL)
                 goto error;
-            if (is_wanted && (leaves = PyDict_New()) == NULL) goto error;
+            if (is_wanted && (st.leaves = PyDict_New()) == NULL) goto error;
         } else {
-            xml_frame *parent = &stack[depth - 1];
+            const xml_frame *parent = &stack[depth - 1];
             if (parent->skipped) {
                 f->skipped = 1;
             } else if (nlen > max_path - parent->child_prefix) {
                 f->skipped = 1;
-                cut = 1;
+                st.cut = 1;
             } else {
-                if (depth >= 3) path[parent->prefix + parent->len] = '/';
+                if (depth >= 3) st.path[parent->prefix + parent->len] = '/';
                 f->skipped = 0;
                 f->prefix = parent->child_prefix;
                 f->child_prefix = f->prefix + nlen + 1;
-                memcpy(path + f->prefix, name, (size_t)nlen);
+                memcpy(st.path + f->prefix, name, (size_t)nlen);
             }
         }
         depth++;
         p = q;
-        if (self_closing) {
-            f = &stack[depth - 1];
-            const char *content_end = q;
-            /* the same closing as an end tag's, with no content */
-            if (depth == 1) {
-                root_done = 1;
-                depth--;
-                continue;
-            }
-            if (depth == 2) {
-                PyObject *tag = PyUnicode_FromStringAndSize(f->name, f->len);
-                PyObject *row = tag ? Py_BuildValue("(OOOON)", tag, ident ? ident : Py_None, Py_None,
-                                                    leaves ? leaves : Py_None, PyBool_FromLong(cut))
-                                    : NULL;
-                Py_XDECREF(tag);
-                Py_CLEAR(ident);
-                Py_CLEAR(leaves);
-                if (row == NULL || PyList_Append(out, row) < 0) {
-                    Py_XDECREF(row);
-                    goto error;
-                }
-                Py_DECREF(row);
-            } else if (!f->skipped) {
-                PyObject *key = PyUnicode_FromStringAndSize(path, f->prefix + f->len);
-                PyObject *value = key ? xml_stripped(content_end, content_end) : NULL;
-                PyObject *kept = value ? PyDict_SetDefault(leaves, key, value) : NULL;
-                Py_XDECREF(key);
-                Py_XDECREF(value);
-                if (kept == NULL) goto error;
-            }
+        if (self_closing) {  /* closed at once, with no content */
+            if (xml_close(&st, f, depth, q) < 0) goto error;
             depth--;
         }
     }
-    PyMem_Free(path);
+    PyMem_Free(st.path);
     PyMem_Free(stack);
-    return out;
+    return st.out;
 declined:
-    PyMem_Free(path);
+    PyMem_Free(st.path);
     PyMem_Free(stack);
-    Py_XDECREF(out);
-    Py_XDECREF(leaves);
-    Py_XDECREF(ident);
+    Py_XDECREF(st.out);
+    Py_XDECREF(st.leaves);
+    Py_XDECREF(st.ident);
     Py_RETURN_NONE;
 error:
-    PyMem_Free(path);
+    PyMem_Free(st.path);
     PyMem_Free(stack);
-    Py_XDECREF(out);
-    Py_XDECREF(leaves);
-    Py_XDECREF(ident);
+    Py_XDECREF(st.out);
+    Py_XDECREF(st.leaves);
+    Py_XDECREF(st.ident);
     return NULL;
 }
 
