@@ -261,13 +261,17 @@ class _Recorder:
         handed = dataclasses.replace(run, stdout=b"") if stored else dataclasses.replace(run)
         future = self.pool.submit(_record_and_analyze, self.root, handed, self.plan, self.via, self.version,
                                   self.analyze, stored)
-        future.add_done_callback(lambda _: self._release(size))
+        future.add_done_callback(lambda done: self._release(size, done))
         self.futures.append((run.host, future))
 
-    def _release(self, size: int) -> None:
+    def _release(self, size: int, done: Future) -> None:
         with self.room:
             self.in_flight -= size
             self.room.notify_all()
+        if self.analyze and not done.cancelled() and done.exception() is None and done.result() is not None:
+            from fabricase.analysis import share_strings
+
+            share_strings(done.result())
         if self.analyze:
             # The host's outcome, just loaded here (about 2,500 objects), stays until the fleet step: into the
             # collector's permanent generation with the rest of this process's heap, rather than walked by
