@@ -52,8 +52,8 @@ from fabricase.trace import hosts as host_count
 from fabricase.transports import HostRun, Transport, get_transport, is_local_name
 
 if TYPE_CHECKING:
-    from fabricase.analysis.fleet import FleetGroups
     from fabricase.analysis.pool import Outcome
+    from fabricase.analysis.power import PowerStatement
     from fabricase.diagnosis import Diagnosis, HostHardware
     from fabricase.models import Placement
 
@@ -418,10 +418,10 @@ def diagnose_capture(capture: Capture, topology: dict[str, list[str]] | None = N
 
     samples: dict[str, list[MetricSample]] = {}
     hardware: dict[str, HostHardware] = {}
-    fleet: list[FleetGroups] = []
+    power: list[PowerStatement] = []
     with fewer_collections():
         findings = analyze(capture, topology=topology, samples_out=samples, per_host=host_hardware,
-                           per_host_out=hardware, fleet_out=fleet)
+                           per_host_out=hardware, power_out=power)
         diagnosis = diagnose(findings, hosts=capture.hosts, hardware=hardware, samples=samples,
-                             placements=placements or [], prepared=fleet[0] if fleet else None)
+                             placements=placements or [], power=power)
     return Analysis(findings, diagnosis, samples, hardware)

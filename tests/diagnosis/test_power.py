@@ -311,6 +311,12 @@ def test_diagnose_capture_gathers_the_fleets_counters_once(tmp_path, monkeypatch
         analysis_module.Outcome(analysis_module._HostResult([], samples[h.host], None, []), None, h.status, h.reason)
         for h in hosts])
     calls = _gathers(monkeypatch)
+    groups: list = []
+    real_groups = analysis_module.fleet_groups
+    monkeypatch.setattr(analysis_module, "fleet_groups", lambda *a, **kw: groups.append(real_groups(*a, **kw))
+                        or groups[-1])
     analysis = diagnose_capture(capture)
     assert len(calls) == 1
     assert analysis.diagnosis.power == power_statements(samples, intervals={h.host: 3.0 for h in hosts})
+    # The columns are stated from at once and then dropped: not kept through the rest of the analysis.
+    assert len(groups) == 1 and groups[0].counters is None

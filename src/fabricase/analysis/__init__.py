@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricase.analysis import ethernet, gpu, kernel, pcie, perf, rdma, rules
 from fabricase.analysis.fleet import FleetGroups, fleet_groups, fleet_inputs
@@ -23,6 +23,9 @@ from fabricase.analysis.rates import note_host, settle_counters
 from fabricase.analysis.rules import Rule
 from fabricase.errors import CaptureError, ParseError
 from fabricase.models import Capture, CaptureItem, Finding, HostCapture, HostStatus, MetricSample, Severity
+
+if TYPE_CHECKING:
+    from fabricase.analysis.power import PowerStatement
 
 __all__ = [
     "ANALYZERS",
@@ -324,15 +327,15 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
             samples_out: dict[str, list[MetricSample]] | None = None,
             per_host: Callable[[HostCapture], Any] | None = None,
             per_host_out: dict[str, Any] | None = None,
-            fleet_out: list[FleetGroups] | None = None) -> list[Finding]:
+            power_out: list[PowerStatement] | None = None) -> list[Finding]:
     """Findings for every host of a capture, then the fleet-wide ones, sorted by Finding.sort_key; deterministic.
 
     `topology` maps a host to the shared components above it (switch, rack, network node, block). When
     `samples_out` is given, it receives each host's samples that fleet statistics read (error, traffic, pause and
     class gauges), for the report's heat map, so nobody has to read the items again. `per_host(hc)` runs while a
     host's items are read (the diagnosis takes each host's hardware aliases so); `per_host_out` receives its
-    results by host. `fleet_out` receives the fleet step's groups of those samples (analysis.fleet_groups), for
-    the diagnosis's power statements to read rather than gather again.
+    results by host. `power_out` receives the diagnosis's power statements of those samples (analysis.power),
+    stated from the fleet step's columns before they are dropped, rather than gathered again for them.
 
     A host whose items make a parser, a rule or `per_host` raise is marked on the capture itself: status
     failed, reason `analysis: <stage>: <error> (after reading <item>; <line>)`, so that every later stage (the
@@ -365,8 +368,11 @@ def analyze(capture: Capture, topology: dict[str, list[str]] | None = None,
     intervals = {hc.host: hc.interval_s or capture.interval_s for hc in hosts}
     # One gathering for the fleet and the switch tests; the samples are fleet_inputs already (_analyze_host).
     prepared = fleet_groups(samples, intervals=intervals, inputs=True)
-    if fleet_out is not None:
-        fleet_out.append(prepared)
+    if power_out is not None:
+        from fabricase.analysis.power import hosts_power
+
+        power_out += hosts_power(samples, hosts, prepared)
+    prepared.counters = None  # read by the power statements only: not kept through the rest of the analysis
     fleet = _fleet_findings(capture, results, prepared)
     findings = host_findings + fleet
     shared: list[Finding] = []

@@ -45,6 +45,7 @@ __all__ = [
     "detectable_rates",
     "fleet_sizes",
     "fmt_rate",
+    "hosts_power",
     "power_sentences",
     "power_short",
     "power_statements",
@@ -296,3 +297,14 @@ def power_statements(hosts_samples: Mapping[str, Iterable[MetricSample]], *,
     if interval is not None and interval < advised_interval_s:
         out += detectable_rates(groups, alpha=alpha, min_group=min_group, advised_interval_s=advised_interval_s)
     return out
+
+
+def hosts_power(hosts_samples: Mapping[str, Iterable[MetricSample]], hosts: Iterable[Any],
+                prepared: FleetGroups | None = None) -> list[PowerStatement]:
+    """power_statements over the hosts' own intervals where they are known (each host's `interval_s`, when a
+    positive number): what the diagnosis states of a capture. `prepared` as power_statements takes it."""
+    if not hosts_samples:
+        return []
+    intervals = {h.host: float(i) for h in hosts
+                 if isinstance(i := getattr(h, "interval_s", None), (int, float)) and i > 0}
+    return power_statements(hosts_samples, intervals=intervals, prepared=prepared)

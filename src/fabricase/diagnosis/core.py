@@ -18,7 +18,6 @@ from fabricase.diagnosis.models import OWNERS, Background, Diagnosis, HostHardwa
 from fabricase.models import Finding, HostCapture, MetricSample, Placement, Severity
 
 if TYPE_CHECKING:
-    from fabricase.analysis.fleet import FleetGroups
     from fabricase.analysis.power import PowerStatement
 
 __all__ = ["Unit", "action_text", "diagnose", "finding_id", "finding_ids", "unit_of"]
@@ -335,16 +334,12 @@ def _background(samples: Mapping[str, Sequence[MetricSample]], suspected: set[tu
     return out
 
 
-def _power(samples: Mapping[str, Sequence[MetricSample]], hosts: Sequence[HostCapture | HostOutcome],
-           prepared: FleetGroups | None = None) -> list[PowerStatement]:
+def _power(samples: Mapping[str, Sequence[MetricSample]],
+           hosts: Sequence[HostCapture | HostOutcome]) -> list[PowerStatement]:
     """What the capture could not rule out (analysis.power), over the hosts' own intervals where they are known."""
-    from fabricase.analysis.power import power_statements
+    from fabricase.analysis.power import hosts_power
 
-    if not samples:
-        return []
-    intervals = {h.host: float(i) for h in hosts
-                 if isinstance(i := getattr(h, "interval_s", None), (int, float)) and i > 0}
-    return power_statements(samples, intervals=intervals, prepared=prepared)
+    return hosts_power(samples, hosts)
 
 
 def _owner_of(f: Finding) -> str:
@@ -361,14 +356,15 @@ def _pick(candidates: Sequence[_Group], owner: str) -> _Group:
 def diagnose(findings: Sequence[Finding], *, hosts: Iterable[HostCapture | HostOutcome],
              hardware: Mapping[str, HostHardware] | None = None,
              samples: Mapping[str, Sequence[MetricSample]] | None = None,
-             placements: Sequence[Placement] = (), prepared: FleetGroups | None = None) -> Diagnosis:
+             placements: Sequence[Placement] = (), power: Sequence[PowerStatement] | None = None) -> Diagnosis:
     """The diagnosis of one capture's findings (analysis.analyze's output, in its order).
 
     hosts: the capture's hosts (for their status). hardware: host -> host_hardware(hc), the aliases that make an
     RDMA port, its netdev and its PCI function one suspect. samples: host -> the samples fleet statistics read
     (analysis.analyze's samples_out), for the fleet's median and 99th percentile in the evidence and for the
-    background lines. placements: for the instance id and topology in each suspect's identity. prepared: the
-    fleet step's groups of those very samples (analysis.analyze's fleet_out), read by the power statements."""
+    background lines. placements: for the instance id and topology in each suspect's identity. power: the
+    power statements of those very samples, when the analysis stated them already (analysis.analyze's
+    power_out, from the fleet step's columns); else they are stated here."""
     hardware = hardware or {}
     samples = samples or {}
     ids = finding_ids(findings)
@@ -443,7 +439,7 @@ def diagnose(findings: Sequence[Finding], *, hosts: Iterable[HostCapture | HostO
     limits = sorted({" ".join(f.summary.split()) for _, f in rest
                      if f.kind in ("fleet-too-small", "switch-power-limit")})  # power limit: analysis.topology
     hosts = list(hosts)
-    power = _power(samples, hosts, prepared)
+    power = list(power) if power is not None else _power(samples, hosts)
     per_host: dict[str, int] = defaultdict(int)
     for s in suspects:
         for h in {s.host, *s.hosts} - {None}:
