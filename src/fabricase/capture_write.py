@@ -199,12 +199,16 @@ def write_stream(root: Path, host: str, raw: bytes) -> Path:
     Returns the file's path; CaptureError when it cannot be written."""
     hdir = root / "hosts" / host_dir_name(host)
     try:
-        hdir.mkdir(parents=True, exist_ok=True)
-        with open(hdir / STREAM_FILE, "wb") as fh:
-            fh.write(raw)
+        _store_stream(hdir, raw)
     except OSError as exc:
         raise CaptureError(f"cannot write capture: {exc.strerror}", where=str(hdir)) from exc
     return hdir / STREAM_FILE
+
+
+def _store_stream(hdir: Path, raw: bytes) -> None:
+    hdir.mkdir(parents=True, exist_ok=True)
+    with open(hdir / STREAM_FILE, "wb") as fh:
+        fh.write(raw)
 
 
 def write_host(root: Path, hc: HostCapture, raw: bytes | None, version: int | None = None,
@@ -216,10 +220,10 @@ def write_host(root: Path, hc: HostCapture, raw: bytes | None, version: int | No
     version = version or WRITTEN_VERSION
     hdir = root / "hosts" / host_dir_name(hc.host)
     try:
-        hdir.mkdir(parents=True, exist_ok=True)
-        if raw is not None:
-            with open(hdir / STREAM_FILE, "wb") as fh:
-                fh.write(raw)
+        if raw is None:
+            hdir.mkdir(parents=True, exist_ok=True)
+        else:
+            _store_stream(hdir, raw)
         if version >= 3:
             _write_bytes(hdir / INDEX_FILE, encode_index(hc.items) if index is None else index)
         else:

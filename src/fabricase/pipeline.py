@@ -268,16 +268,17 @@ class _Recorder:
         with self.room:
             self.in_flight -= size
             self.room.notify_all()
-        if self.analyze and not done.cancelled() and done.exception() is None and done.result() is not None:
-            from fabricase.analysis import share_strings
+        if not self.analyze or done.cancelled() or done.exception() is not None:
+            return  # close() says what went wrong
+        if done.result() is not None:
+            from fabricase.analysis import share_strings  # imported by now: the outcome's unpickling did
 
             share_strings(done.result())
-        if self.analyze:
-            # The host's outcome, just loaded here (about 2,500 objects), stays until the fleet step: into the
-            # collector's permanent generation with the rest of this process's heap, rather than walked by
-            # every young collection until it is old (1,024 HGX hosts: 0.8 s of this process's CPU). Nothing
-            # is lost: close() unfreezes, and a cycle frozen meanwhile is collected after.
-            gc.freeze()
+        # The host's outcome, just loaded here (about 2,500 objects), stays until the fleet step: into the
+        # collector's permanent generation with the rest of this process's heap, rather than walked by every
+        # young collection until it is old (1,024 HGX hosts: 0.8 s of this process's CPU). Nothing is lost:
+        # close() unfreezes, and a cycle frozen meanwhile is collected after.
+        gc.freeze()
 
     def close(self) -> None:
         """Wait for every host to be written; a worker's error surfaces here."""
